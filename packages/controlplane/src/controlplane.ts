@@ -1,0 +1,230 @@
+/**
+ * start(): a real local Kubernetes control plane on loopback.
+ *   mode 'apiserver': etcd + kube-apiserver (what envtest runs): seconds to start, for most tests.
+ *   mode 'cluster':   adds kube-controller-manager, kube-scheduler, kwok nodes and a volume provisioner,
+ *                     so StatefulSet pods become Running and Ready, PVCs bind, and GC really happens.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startApiServer, waitForApiServer } from './components/apiserver.ts';
+import { startControllerManager, startScheduler } from './components/controllers.ts';
+import { compactEtcd, type EtcdHandle, startEtcd, waitFor } from './components/etcd.ts';
+import { fakeNode, readyNodeNames, startKwok } from './components/kwok.ts';
+import { findInstallation, type Installation, install } from './install/install.ts';
+import { KubeClient } from './kube-client.ts';
+import { buildKubeconfig, type Kubeconfig, kubeconfigYaml } from './kubeconfig.ts';
+import { generatePki } from './pki.ts';
+import { freePort } from './ports.ts';
+import { type ManagedProcess, onProcessExit } from './process.ts';
+import { defaultStorageClass, VolumeProvisioner } from './storage/provisioner.ts';
+
+export type Mode = 'apiserver' | 'cluster';
+
+export interface StartOptions {
+  mode?: Mode;
+  /** Fake nodes in cluster mode (default 3). */
+  nodes?: number;
+  /** Context and cluster name in the kubeconfig (default 'opkit'). */
+  name?: string;
+  /** Working directory (PKI, logs, etcd data). Default: a new temporary directory, removed by stop(). */
+  dir?: string;
+  /** Extra kube-apiserver flags, e.g. ['--max-requests-inflight=0', '--enable-priority-and-fairness=false']. */
+  apiServerArgs?: string[];
+  etcdArgs?: string[];
+  controllerManagerArgs?: string[];
+  /** Build the binaries when they are not cached yet (default true). */
+  install?: boolean;
+  /** Progress lines; silent by default. */
+  log?: (line: string) => void;
+}
+
+export interface ControlPlane {
+  readonly mode: Mode;
+  readonly name: string;
+  readonly dir: string;
+  /** https://127.0.0.1:<port> */
+  readonly server: string;
+  readonly kubeconfigPath: string;
+  readonly kubeconfig: Kubeconfig;
+  readonly etcdUrl: string;
+  /** PIDs of every child process, for tests that check nothing is left behind. */
+  pids(): number[];
+  /** Stops kube-apiserver and starts it again on the same port; etcd keeps all data. */
+  restartApiServer(opts?: { downtimeMs?: number }): Promise<void>;
+  stopApiServer(): Promise<void>;
+  startApiServer(): Promise<void>;
+  /** Compacts etcd at its current revision (older resourceVersions then give 410 Gone). */
+  compact(): Promise<number>;
+  /** Adds fake Ready nodes (cluster mode). */
+  addNodes(count: number): Promise<string[]>;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+const SERVICE_CIDR = '10.96.0.0/16';
+const SERVICE_IP = '10.96.0.1';
+const POD_CIDR = '10.244.0.0/16';
+
+async function resolveInstallation(opts: StartOptions): Promise<Installation> {
+  const found = findInstallation();
+  if (found) return found;
+  if (opts.install === false) {
+    throw new Error(
+      'the control plane binaries are not built yet: run `npm run setup` (or `opkit cluster install`)',
+    );
+  }
+  return install({ log: opts.log ?? ((l) => process.stderr.write(`${l}\n`)) });
+}
+
+export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
+  const mode = opts.mode ?? 'apiserver';
+  const name = opts.name ?? 'opkit';
+  const log = opts.log ?? (() => {});
+  const inst = await resolveInstallation(opts);
+  const ownsDir = !opts.dir;
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'opkit-cp-'));
+  mkdirSync(dir, { recursive: true });
+
+  const processes: ManagedProcess[] = [];
+  let provisioner: VolumeProvisioner | undefined;
+  let client: KubeClient | undefined;
+  let stopped = false;
+  const unregister = onProcessExit(() => {
+    for (const p of processes) p.killNow();
+    if (ownsDir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await provisioner?.stop();
+    // Reverse start order: clients of the apiserver first, etcd last.
+    for (const p of [...processes].reverse()) await p.stop();
+    client?.close();
+    if (ownsDir) rmSync(dir, { recursive: true, force: true });
+    unregister();
+  };
+
+  try {
+    const started = Date.now();
+    const pki = await generatePki({ serviceIP: SERVICE_IP });
+    const pkiDir = join(dir, 'pki');
+    mkdirSync(pkiDir, { recursive: true, mode: 0o700 });
+    const file = (n: string, content: string) => {
+      const p = join(pkiDir, n);
+      writeFileSync(p, content, { mode: 0o600 });
+      return p;
+    };
+    const certs = {
+      ca: file('ca.crt', pki.ca.certPem),
+      serverCert: file('apiserver.crt', pki.server.certPem),
+      serverKey: file('apiserver.key', pki.server.keyPem),
+      saPublic: file('sa.pub', pki.serviceAccount.publicKeyPem),
+      saPrivate: file('sa.key', pki.serviceAccount.privateKeyPem),
+    };
+
+    const etcd: EtcdHandle = await startEtcd(inst.binaries.etcd, dir, opts.etcdArgs);
+    processes.push(etcd.process);
+    log(`etcd ready at ${etcd.clientUrl}`);
+
+    const port = await freePort();
+    const server = `https://127.0.0.1:${port}`;
+    client = new KubeClient({ server, ca: pki.ca.certPem, cert: pki.admin.certPem, key: pki.admin.keyPem });
+    const apiConfig = {
+      binary: inst.binaries['kube-apiserver'],
+      dir,
+      port,
+      etcdUrl: etcd.clientUrl,
+      certs,
+      serviceAccountAdmission: mode === 'cluster',
+      serviceClusterIpRange: SERVICE_CIDR,
+      extraArgs: opts.apiServerArgs ?? [],
+    };
+    let apiserver = startApiServer(apiConfig);
+    processes.push(apiserver);
+    await waitForApiServer(apiserver, client);
+    log(`kube-apiserver ready at ${server} (${Date.now() - started} ms)`);
+
+    const kubeconfig = buildKubeconfig(name, server, pki.ca.certPem, pki.admin);
+    const kubeconfigPath = join(dir, 'kubeconfig');
+    writeFileSync(kubeconfigPath, kubeconfigYaml(kubeconfig), { mode: 0o600 });
+
+    let nodeCount = 0;
+    const addNodes = async (count: number) => {
+      const names: string[] = [];
+      for (let i = 0; i < count; i++) {
+        const nodeName = `kwok-node-${nodeCount++}`;
+        await client!.json('POST', '/api/v1/nodes', fakeNode(nodeName));
+        names.push(nodeName);
+      }
+      await waitFor('kwok nodes', undefined, async () => {
+        const ready = new Set(await readyNodeNames(client!));
+        return names.every((n) => ready.has(n));
+      });
+      return names;
+    };
+
+    if (mode === 'cluster') {
+      await client.json('POST', '/apis/storage.k8s.io/v1/storageclasses', defaultStorageClass());
+      const common = { dir, kubeconfig: kubeconfigPath };
+      processes.push(
+        await startControllerManager({
+          ...common,
+          binary: inst.binaries['kube-controller-manager'],
+          caFile: certs.ca,
+          saPrivateKey: certs.saPrivate,
+          clusterCidr: POD_CIDR,
+          extraArgs: opts.controllerManagerArgs,
+        }),
+        await startScheduler({ ...common, binary: inst.binaries['kube-scheduler'] }),
+        startKwok({ ...common, binary: inst.binaries.kwok, stages: inst.kwokStages, podCidr: POD_CIDR }),
+      );
+      provisioner = new VolumeProvisioner(client, { volumeRoot: join(dir, 'volumes'), log });
+      provisioner.start();
+      await addNodes(opts.nodes ?? 3);
+      // Pods can only be created once the controller-manager made the namespace's default ServiceAccount.
+      await waitFor('the default ServiceAccount', processes[2], async () => {
+        const res = await client!.raw('GET', '/api/v1/namespaces/default/serviceaccounts/default');
+        return res.code === 200;
+      });
+      log(`cluster ready with ${nodeCount} nodes (${Date.now() - started} ms)`);
+    }
+
+    const stopApiServer = async () => {
+      await apiserver.stop();
+    };
+    const startAgain = async () => {
+      if (apiserver.running) return;
+      apiserver = startApiServer(apiConfig);
+      processes[processes.indexOf(processes.find((p) => p.name === 'kube-apiserver')!)] = apiserver;
+      await waitForApiServer(apiserver, client!);
+    };
+
+    const cp: ControlPlane = {
+      mode,
+      name,
+      dir,
+      server,
+      kubeconfigPath,
+      kubeconfig,
+      etcdUrl: etcd.clientUrl,
+      pids: () => processes.filter((p) => p.running).map((p) => p.pid!),
+      stopApiServer,
+      startApiServer: startAgain,
+      restartApiServer: async (o = {}) => {
+        await stopApiServer();
+        if (o.downtimeMs) await new Promise((r) => setTimeout(r, o.downtimeMs));
+        await startAgain();
+      },
+      compact: () => compactEtcd(etcd.clientUrl),
+      addNodes,
+      stop,
+      [Symbol.asyncDispose]: stop,
+    };
+    return cp;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,11 @@
+export { type ControlPlane, type Mode, type StartOptions, start } from './controlplane.ts';
+export {
+  findInstallation,
+  type Installation,
+  InstallError,
+  type InstallOptions,
+  install,
+} from './install/install.ts';
+export { binDir, cacheRoot } from './install/paths.ts';
+export type { Kubeconfig } from './kubeconfig.ts';
+export { DEFAULT_STORAGE_CLASS, PROVISIONER_NAME } from './storage/provisioner.ts';

@@ -1,0 +1,233 @@
+/**
+ * opkit's local volume provisioner, the counterpart of kind's local-path provisioner:
+ * - binds each new PVC of its StorageClass to a PersistentVolume it creates (a hostPath directory);
+ * - grows the PV and the claim's status.capacity when the claim's request grows (online expansion);
+ * - deletes Released PVs whose reclaim policy is Delete (and their directory); keeps Retain ones.
+ * kube-controller-manager's PV controller does the binding itself once the PV names the claim.
+ */
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { KubeClient } from '../kube-client.ts';
+import { parseQuantity } from './quantity.ts';
+
+export const PROVISIONER_NAME = 'opkit.dev/local-volume';
+export const DEFAULT_STORAGE_CLASS = 'standard';
+const PROVISIONED_BY = 'pv.kubernetes.io/provisioned-by';
+
+interface Meta {
+  name: string;
+  namespace?: string;
+  uid: string;
+  resourceVersion: string;
+  deletionTimestamp?: string;
+  annotations?: Record<string, string>;
+}
+interface Pvc {
+  metadata: Meta;
+  spec: {
+    storageClassName?: string;
+    volumeName?: string;
+    accessModes?: string[];
+    volumeMode?: string;
+    resources?: { requests?: { storage?: string } };
+  };
+  status?: { phase?: string; capacity?: { storage?: string } };
+}
+interface Pv {
+  metadata: Meta;
+  spec: {
+    persistentVolumeReclaimPolicy?: string;
+    hostPath?: { path: string };
+    capacity?: { storage?: string };
+  };
+  status?: { phase?: string };
+}
+interface StorageClass {
+  metadata: Meta;
+  provisioner: string;
+  reclaimPolicy?: string;
+}
+
+export function defaultStorageClass(): Record<string, unknown> {
+  return {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: {
+      name: DEFAULT_STORAGE_CLASS,
+      annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
+    },
+    provisioner: PROVISIONER_NAME,
+    reclaimPolicy: 'Delete',
+    volumeBindingMode: 'Immediate',
+    allowVolumeExpansion: true,
+  };
+}
+
+export interface ProvisionerOptions {
+  /** Where volume directories are created. */
+  volumeRoot: string;
+  log?: (msg: string) => void;
+}
+
+export class VolumeProvisioner {
+  private readonly client: KubeClient;
+  private readonly opts: ProvisionerOptions;
+  private readonly abort = new AbortController();
+  private loops: Promise<void>[] = [];
+  private readonly classes = new Map<string, StorageClass>();
+
+  constructor(client: KubeClient, opts: ProvisionerOptions) {
+    this.client = client;
+    this.opts = opts;
+  }
+
+  start(): void {
+    mkdirSync(this.opts.volumeRoot, { recursive: true });
+    this.loops = [
+      this.inform<StorageClass>('/apis/storage.k8s.io/v1/storageclasses', (sc, deleted) => {
+        if (deleted) this.classes.delete(sc.metadata.name);
+        else this.classes.set(sc.metadata.name, sc);
+      }),
+      this.inform<Pvc>('/api/v1/persistentvolumeclaims', (pvc, deleted) =>
+        deleted ? undefined : this.syncClaim(pvc),
+      ),
+      this.inform<Pv>('/api/v1/persistentvolumes', (pv, deleted) =>
+        deleted ? undefined : this.syncVolume(pv),
+      ),
+    ];
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await Promise.allSettled(this.loops);
+  }
+
+  private ours(className: string | undefined): StorageClass | undefined {
+    const sc = className ? this.classes.get(className) : undefined;
+    return sc?.provisioner === PROVISIONER_NAME ? sc : undefined;
+  }
+
+  private async syncClaim(pvc: Pvc): Promise<void> {
+    if (pvc.metadata.deletionTimestamp) return;
+    const sc = this.ours(pvc.spec.storageClassName);
+    if (!sc) return;
+    const requested = pvc.spec.resources?.requests?.storage;
+    if (!requested) return;
+    if (!pvc.spec.volumeName) {
+      await this.provision(pvc, sc, requested);
+      return;
+    }
+    const capacity = pvc.status?.capacity?.storage;
+    if (pvc.status?.phase === 'Bound' && capacity && parseQuantity(requested) > parseQuantity(capacity)) {
+      await this.expand(pvc, requested);
+    }
+  }
+
+  private async provision(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
+    const name = `pvc-${pvc.metadata.uid}`;
+    const path = join(this.opts.volumeRoot, name);
+    mkdirSync(path, { recursive: true });
+    const pv = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name, annotations: { [PROVISIONED_BY]: PROVISIONER_NAME } },
+      spec: {
+        capacity: { storage: size },
+        accessModes: pvc.spec.accessModes ?? ['ReadWriteOnce'],
+        volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
+        persistentVolumeReclaimPolicy: sc.reclaimPolicy ?? 'Delete',
+        storageClassName: sc.metadata.name,
+        hostPath: { path, type: 'DirectoryOrCreate' },
+        claimRef: {
+          apiVersion: 'v1',
+          kind: 'PersistentVolumeClaim',
+          namespace: pvc.metadata.namespace,
+          name: pvc.metadata.name,
+          uid: pvc.metadata.uid,
+        },
+      },
+    };
+    const res = await this.client.raw('POST', '/api/v1/persistentvolumes', pv);
+    if (res.code === 201)
+      this.opts.log?.(`provisioned ${name} (${size}) for ${pvc.metadata.namespace}/${pvc.metadata.name}`);
+    else if (res.code !== 409) throw new Error(`creating ${name} failed: HTTP ${res.code} ${res.text}`);
+  }
+
+  private async expand(pvc: Pvc, size: string): Promise<void> {
+    const pvPath = `/api/v1/persistentvolumes/${pvc.spec.volumeName}`;
+    await this.client.json(
+      'PATCH',
+      pvPath,
+      { spec: { capacity: { storage: size } } },
+      'application/merge-patch+json',
+    );
+    const claimPath = `/api/v1/namespaces/${pvc.metadata.namespace}/persistentvolumeclaims/${pvc.metadata.name}/status`;
+    await this.client.json(
+      'PATCH',
+      claimPath,
+      { status: { capacity: { storage: size }, conditions: null, allocatedResources: { storage: size } } },
+      'application/merge-patch+json',
+    );
+    this.opts.log?.(`expanded ${pvc.spec.volumeName} to ${size}`);
+  }
+
+  private async syncVolume(pv: Pv): Promise<void> {
+    if (pv.metadata.annotations?.[PROVISIONED_BY] !== PROVISIONER_NAME) return;
+    if (pv.status?.phase !== 'Released' || pv.spec.persistentVolumeReclaimPolicy !== 'Delete') return;
+    const res = await this.client.raw('DELETE', `/api/v1/persistentvolumes/${pv.metadata.name}`);
+    if (res.code !== 200 && res.code !== 404)
+      throw new Error(`deleting ${pv.metadata.name}: HTTP ${res.code}`);
+    if (pv.spec.hostPath?.path.startsWith(this.opts.volumeRoot))
+      rmSync(pv.spec.hostPath.path, { recursive: true, force: true });
+    this.opts.log?.(`deleted released volume ${pv.metadata.name}`);
+  }
+
+  /** list + watch with relist on any error; every object goes through `handle` (errors retried on the next pass). */
+  private async inform<T extends { metadata: Meta }>(
+    path: string,
+    handle: (obj: T, deleted: boolean) => Promise<void> | void,
+  ): Promise<void> {
+    const signal = this.abort.signal;
+    const safe = async (obj: T, deleted: boolean) => {
+      try {
+        await handle(obj, deleted);
+      } catch (err) {
+        if (!signal.aborted) this.opts.log?.(`storage: ${(err as Error).message}`);
+      }
+    };
+    while (!signal.aborted) {
+      try {
+        const list = await this.client.json<{ metadata: { resourceVersion: string }; items: T[] }>(
+          'GET',
+          path,
+        );
+        for (const item of list.items) await safe(item, false);
+        let rv = list.metadata.resourceVersion;
+        // Re-watch from the last resourceVersion; a periodic relist (every ~30 s) retries failed work.
+        const until = Date.now() + 30_000;
+        while (!signal.aborted && Date.now() < until) {
+          // Events are handled as they arrive, one at a time, in order.
+          let chain = Promise.resolve();
+          let failed: string | undefined;
+          await this.client.watch(
+            `${path}?watch=1&allowWatchBookmarks=true&timeoutSeconds=30&resourceVersion=${rv}`,
+            (raw) => {
+              const e = raw as { type: string; object: T };
+              if (e.type === 'ERROR') failed = JSON.stringify(e.object);
+              if (failed) return;
+              rv = e.object.metadata.resourceVersion;
+              if (e.type !== 'BOOKMARK') chain = chain.then(() => safe(e.object, e.type === 'DELETED'));
+            },
+            signal,
+          );
+          await chain;
+          if (failed) throw new Error(`watch ${path}: ${failed}`);
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.opts.log?.(`storage: ${(err as Error).message}; retrying`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Runs the test suites with Node's built-in test runner.
+ *   node scripts/test.ts               all tests (unit, then integration)
+ *   node scripts/test.ts --unit        only test/unit
+ *   node scripts/test.ts --integration only test/integration (needs the control plane binaries: npm run setup)
+ *   node scripts/test.ts <file...>     just those files
+ * Integration tests start their own control planes; two at a time is what 2 cores take comfortably.
+ */
+import { spawnSync } from 'node:child_process';
+import { globSync } from 'node:fs';
+
+const args = process.argv.slice(2);
+const files = args.filter((a) => !a.startsWith('--'));
+const roots = ['packages/*', 'operators/*', 'bench'];
+const pick = (kind: string) => roots.flatMap((r) => globSync(`${r}/test/${kind}/**/*.test.ts`)).sort();
+
+let selected: string[];
+if (files.length > 0) selected = files;
+else if (args.includes('--unit')) selected = pick('unit');
+else if (args.includes('--integration')) selected = pick('integration');
+else selected = [...pick('unit'), ...pick('integration')];
+
+if (selected.length === 0) {
+  console.error('no test files matched');
+  process.exit(1);
+}
+const concurrency = process.env.OPKIT_TEST_CONCURRENCY ?? '2';
+const result = spawnSync(
+  process.execPath,
+  ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...selected],
+  { stdio: 'inherit' },
+);
+process.exit(result.status ?? 1);

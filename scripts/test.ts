@@ -24,6 +24,13 @@ if (selected.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+// Integration tests need the control plane binaries: build them first (a no-op once cached), with progress.
+if (selected.some((f) => f.includes('/integration/'))) {
+  const setup = spawnSync(process.execPath, ['packages/controlplane/src/cli/main.ts', 'install'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  if (setup.status !== 0) process.exit(setup.status ?? 1);
+}
 const concurrency = process.env.OPKIT_TEST_CONCURRENCY ?? '2';
 const result = spawnSync(
   process.execPath,

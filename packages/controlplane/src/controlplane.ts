@@ -100,7 +100,7 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
     stopped = true;
     await provisioner?.stop();
     // Reverse start order: clients of the apiserver first, etcd last.
-    for (const p of [...processes].reverse()) await p.stop();
+    for (const p of [...processes].reverse()) await p.stop(3000);
     client?.close();
     if (ownsDir) rmSync(dir, { recursive: true, force: true });
     unregister();
@@ -191,8 +191,9 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       log(`cluster ready with ${nodeCount} nodes (${Date.now() - started} ms)`);
     }
 
+    // A short grace: the apiserver otherwise waits for open watches to drain, which tests don't need.
     const stopApiServer = async () => {
-      await apiserver.stop();
+      await apiserver.stop(3000);
     };
     const startAgain = async () => {
       if (apiserver.running) return;

@@ -1,3 +1,12 @@
+export { runClusterCommand } from './cli/cluster-command.ts';
+export {
+  type ClusterStatus,
+  clusterDown,
+  clusterStatus,
+  clusterUp,
+  runningCluster,
+} from './cluster/commands.ts';
+export type { ClusterState } from './cluster/state.ts';
 export { type ControlPlane, type Mode, type StartOptions, start } from './controlplane.ts';
 export {
   findInstallation,

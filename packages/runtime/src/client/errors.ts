@@ -15,7 +15,13 @@ export interface Status {
   message?: string;
   reason?: string;
   code?: number;
-  details?: { name?: string; group?: string; kind?: string; causes?: StatusCause[]; retryAfterSeconds?: number };
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    causes?: StatusCause[];
+    retryAfterSeconds?: number;
+  };
 }
 
 export class ApiError extends Error {

@@ -63,10 +63,20 @@ export interface Client {
   list<T extends KubeObject>(res: Resource<T>, opts?: ListOptions): Promise<ObjectList<T>>;
   create<T extends KubeObject>(res: Resource<T>, obj: T, opts?: WriteOptions): Promise<T>;
   update<T extends KubeObject>(res: Resource<T>, obj: T, opts?: WriteOptions): Promise<T>;
-  patch<T extends KubeObject>(res: Resource<T>, key: ObjectKey, patch: Patch, opts?: WriteOptions): Promise<T>;
+  patch<T extends KubeObject>(
+    res: Resource<T>,
+    key: ObjectKey,
+    patch: Patch,
+    opts?: WriteOptions,
+  ): Promise<T>;
   delete<T extends KubeObject>(res: Resource<T>, key: ObjectKey, opts?: DeleteOptions): Promise<void>;
   updateStatus<T extends KubeObject>(res: Resource<T>, obj: T, opts?: WriteOptions): Promise<T>;
-  patchStatus<T extends KubeObject>(res: Resource<T>, key: ObjectKey, patch: Patch, opts?: WriteOptions): Promise<T>;
+  patchStatus<T extends KubeObject>(
+    res: Resource<T>,
+    key: ObjectKey,
+    patch: Patch,
+    opts?: WriteOptions,
+  ): Promise<T>;
   /** A single watch stream; ends when the server closes it or `signal` aborts. Errors are thrown typed. */
   watch<T extends KubeObject>(res: Resource<T>, opts?: WatchOptions): AsyncIterable<WatchEvent<T>>;
 }

@@ -1,0 +1,331 @@
+/**
+ * Cache: the read side controllers use, like controller-runtime's informer cache. A factory of shared
+ * informers, one per (resource, namespace, label selector, field selector), each with its own store.
+ *
+ * - `get` / `list` read from the resource's informer. The informer is created and started lazily on
+ *   first use (once the cache itself is started); a read before the informer has synced waits for the
+ *   sync. Reads before `start` throw {@link CacheNotStartedError}.
+ * - Per-resource options (`byResource`, or `configure()` before first use) restrict what is cached:
+ *   a namespace, label and field selectors (sent to the API server, so only matching objects are
+ *   listed, watched and held in memory), a transform, extra indexers. Reads outside a resource's
+ *   namespace throw.
+ * - Objects returned are deep-frozen and typed `DeepReadonly<T>`: `structuredClone(obj) as T` before
+ *   modifying one (to build an update, say).
+ */
+import type { KubeObject, ObjectKey } from '../api/object.ts';
+import { type Resource, resourceId } from '../api/resource.ts';
+import type { Client } from '../client/types.ts';
+import type { Clock } from '../util/clock.ts';
+import type { BackoffOptions } from './backoff.ts';
+import { type InformerErrorContext, SharedInformer } from './informer.ts';
+import type { Transform } from './reflector.ts';
+import { fieldMatcher, labelMatcher } from './selector.ts';
+import type { DeepReadonly, IndexFunc } from './store.ts';
+
+/** What to cache of one resource. */
+export interface ResourceCacheOptions<T extends KubeObject> {
+  /** Cache only this namespace (namespaced resources). */
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Default: the cache's `transform`, else strip managedFields. */
+  transform?: Transform<T>;
+  indexers?: Record<string, IndexFunc<T>>;
+  /** Overrides the cache's resync period for this resource. */
+  resyncPeriodMs?: number;
+}
+
+declare const resourceConfigBrand: unique symbol;
+/** Per-resource options bound to their resource; make one with {@link forResource}. */
+export interface ResourceCacheConfig {
+  readonly [resourceConfigBrand]: true;
+}
+interface ResourceCacheConfigImpl {
+  resource: Resource;
+  options: ResourceCacheOptions<KubeObject>;
+}
+
+/** Binds options to a resource for `CacheOptions.byResource`, keeping them type-checked against it. */
+export function forResource<T extends KubeObject>(
+  resource: Resource<T>,
+  options: ResourceCacheOptions<T>,
+): ResourceCacheConfig {
+  const impl: ResourceCacheConfigImpl = {
+    resource,
+    options: options as unknown as ResourceCacheOptions<KubeObject>,
+  };
+  return impl as unknown as ResourceCacheConfig;
+}
+
+export interface CacheOptions {
+  /** Defaults for every resource: restrict namespaced resources to this namespace. */
+  namespace?: string;
+  /** Per-resource options (take precedence over the defaults). */
+  byResource?: ResourceCacheConfig[];
+  /** Transform for resources that have none of their own. Default strips managedFields. */
+  transform?: Transform<KubeObject>;
+  /** Periodic resync for every informer, ms. Default 0 (off). */
+  resyncPeriodMs?: number;
+  pageSize?: number;
+  watchTimeoutSeconds?: number;
+  silenceTimeoutMs?: number;
+  backoff?: BackoffOptions;
+  clock?: Clock;
+  random?: () => number;
+  onError?: (err: unknown, ctx: InformerErrorContext & { resource: string }) => void;
+}
+
+export interface CacheReadOptions {
+  signal?: AbortSignal;
+}
+
+export interface CacheListOptions extends CacheReadOptions {
+  namespace?: string;
+  /** Filters in memory (on top of the resource's cache-level selector). */
+  labelSelector?: string;
+  /** Filters in memory; dotted paths like `metadata.name` or `status.phase`. */
+  fieldSelector?: string;
+  /** Objects filed under `value` in the store index `name` (e.g. `controllerUID`). */
+  index?: { name: string; value: string };
+}
+
+export interface InformerSelector {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+export class CacheNotStartedError extends Error {
+  constructor() {
+    super('the cache is not started, cannot read objects');
+    this.name = 'CacheNotStartedError';
+  }
+}
+
+/** A read in a namespace the cache does not hold for that resource. */
+export class NamespaceNotCachedError extends Error {
+  constructor(resource: string, namespace: string, cached: string) {
+    super(`${resource}: namespace "${namespace}" is not cached (the cache holds namespace "${cached}" only)`);
+    this.name = 'NamespaceNotCachedError';
+  }
+}
+
+export class Cache {
+  readonly client: Client;
+  readonly #opts: CacheOptions;
+  readonly #byResource = new Map<string, ResourceCacheOptions<KubeObject>>();
+  readonly #informers = new Map<string, SharedInformer<KubeObject>>();
+  #signal: AbortSignal | undefined;
+  #runs: Promise<void>[] = [];
+  #startWaiters = new Set<() => void>();
+
+  constructor(client: Client, opts: CacheOptions = {}) {
+    this.client = client;
+    this.#opts = opts;
+    for (const cfg of opts.byResource ?? []) {
+      const { resource, options } = cfg as unknown as ResourceCacheConfigImpl;
+      this.#byResource.set(resourceId(resource), options);
+    }
+  }
+
+  /** Sets the options for one resource. Only before its informer exists (first read or getInformer). */
+  configure<T extends KubeObject>(resource: Resource<T>, options: ResourceCacheOptions<T>): void {
+    const id = resourceId(resource);
+    for (const key of this.#informers.keys()) {
+      if (key.startsWith(`${id}|`)) throw new Error(`${id}: cannot configure, its informer already exists`);
+    }
+    this.#byResource.set(id, options as unknown as ResourceCacheOptions<KubeObject>);
+  }
+
+  /** The effective options for a resource (per-resource, else cache defaults). */
+  optionsFor<T extends KubeObject>(resource: Resource<T>): ResourceCacheOptions<T> {
+    const own = this.#byResource.get(resourceId(resource)) ?? {};
+    const namespace = resource.namespaced ? (own.namespace ?? this.#opts.namespace) : undefined;
+    return { ...own, ...(namespace ? { namespace } : {}) } as unknown as ResourceCacheOptions<T>;
+  }
+
+  /**
+   * The shared informer for a resource: by default the one the resource's cache options describe;
+   * with `selector`, one for exactly that namespace and selectors. Created on first request and
+   * started right away if the cache is running.
+   */
+  getInformer<T extends KubeObject>(resource: Resource<T>, selector?: InformerSelector): SharedInformer<T> {
+    const base = this.optionsFor(resource);
+    const namespace = resource.namespaced
+      ? (selector ? selector.namespace : base.namespace) || undefined
+      : undefined;
+    const labelSelector = (selector ? selector.labelSelector : base.labelSelector) || undefined;
+    const fieldSelector = (selector ? selector.fieldSelector : base.fieldSelector) || undefined;
+    const key = [resourceId(resource), namespace ?? '', labelSelector ?? '', fieldSelector ?? ''].join('|');
+    const existing = this.#informers.get(key);
+    if (existing) return existing as unknown as SharedInformer<T>;
+
+    const o = this.#opts;
+    const id = resourceId(resource);
+    const informer = new SharedInformer<T>(this.client, resource, {
+      ...(namespace ? { namespace } : {}),
+      ...(labelSelector ? { labelSelector } : {}),
+      ...(fieldSelector ? { fieldSelector } : {}),
+      ...(base.transform
+        ? { transform: base.transform }
+        : o.transform
+          ? { transform: o.transform as unknown as Transform<T> }
+          : {}),
+      ...(base.indexers ? { indexers: base.indexers } : {}),
+      resyncPeriodMs: base.resyncPeriodMs ?? o.resyncPeriodMs ?? 0,
+      ...(o.pageSize !== undefined ? { pageSize: o.pageSize } : {}),
+      ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
+      ...(o.silenceTimeoutMs !== undefined ? { silenceTimeoutMs: o.silenceTimeoutMs } : {}),
+      ...(o.backoff ? { backoff: o.backoff } : {}),
+      ...(o.clock ? { clock: o.clock } : {}),
+      ...(o.random ? { random: o.random } : {}),
+      onError: (err, ctx) => {
+        try {
+          o.onError?.(err, { ...ctx, resource: id });
+        } catch {
+          // an error hook must not break the cache
+        }
+      },
+    });
+    this.#informers.set(key, informer as unknown as SharedInformer<KubeObject>);
+    if (this.#signal) this.#runs.push(informer.start(this.#signal));
+    return informer;
+  }
+
+  /**
+   * Starts every informer created so far and any created later. Resolves once `signal` aborted and all
+   * informers stopped. Never rejects. Calling it again does nothing (resolves like the first call).
+   */
+  async start(signal: AbortSignal): Promise<void> {
+    if (this.#signal) {
+      await new Promise<void>((resolve) => {
+        if (this.#signal?.aborted) resolve();
+        else this.#signal?.addEventListener('abort', () => resolve(), { once: true });
+      });
+    } else {
+      this.#signal = signal;
+      for (const informer of this.#informers.values()) this.#runs.push(informer.start(signal));
+      for (const waiter of [...this.#startWaiters]) waiter();
+      if (!signal.aborted) {
+        await new Promise<void>((resolve) =>
+          signal.addEventListener('abort', () => resolve(), { once: true }),
+        );
+      }
+    }
+    // Informers created while the last ones were stopping join this list too.
+    for (let n = 0; n < this.#runs.length; n = this.#runs.length) await Promise.all(this.#runs.slice(n));
+  }
+
+  get started(): boolean {
+    return this.#signal !== undefined;
+  }
+
+  /** True once started and every informer created so far has synced. */
+  hasSynced(): boolean {
+    if (!this.#signal) return false;
+    for (const informer of this.#informers.values()) if (!informer.hasSynced()) return false;
+    return true;
+  }
+
+  /**
+   * Waits until the cache is started and every informer (including ones created meanwhile) has synced.
+   * Resolves `false` if `signal` aborts first (or the cache stops before syncing).
+   */
+  async waitForCacheSync(signal?: AbortSignal): Promise<boolean> {
+    if (!(await this.#waitStarted(signal))) return false;
+    const stop = anySignal(signal, this.#signal);
+    for (;;) {
+      const pending = [...this.#informers.values()].filter((i) => !i.hasSynced());
+      if (pending.length === 0) return true;
+      const results = await Promise.all(pending.map((i) => i.waitForSync(stop)));
+      if (results.includes(false)) return false;
+    }
+  }
+
+  /**
+   * The object with this key from the cache, or `undefined` if there is none. Waits for the resource's
+   * informer to sync first. Throws CacheNotStartedError before `start`, NamespaceNotCachedError for a
+   * namespace outside the resource's cached namespace, and the abort reason if `signal` aborts.
+   */
+  async get<T extends KubeObject>(
+    resource: Resource<T>,
+    key: ObjectKey,
+    opts: CacheReadOptions = {},
+  ): Promise<DeepReadonly<T> | undefined> {
+    const informer = await this.#readyInformer(
+      resource,
+      resource.namespaced ? key.namespace : undefined,
+      opts,
+    );
+    return informer.store.get(resource.namespaced ? key : { name: key.name });
+  }
+
+  /** Objects of a resource from the cache, filtered by namespace, selectors and/or an index. */
+  async list<T extends KubeObject>(
+    resource: Resource<T>,
+    opts: CacheListOptions = {},
+  ): Promise<DeepReadonly<T>[]> {
+    const namespace = resource.namespaced ? opts.namespace || undefined : undefined;
+    const informer = await this.#readyInformer(resource, namespace, opts);
+    const store = informer.store;
+    let items: DeepReadonly<T>[];
+    if (opts.index) {
+      items = store.byIndex(opts.index.name, opts.index.value);
+      if (namespace) items = items.filter((o) => o.metadata.namespace === namespace);
+    } else items = namespace ? store.listByNamespace(namespace) : store.list();
+    if (opts.labelSelector) {
+      const match = labelMatcher(opts.labelSelector);
+      items = items.filter((o) => match(o.metadata.labels));
+    }
+    if (opts.fieldSelector) {
+      const match = fieldMatcher(opts.fieldSelector);
+      items = items.filter((o) => match(o as DeepReadonly<KubeObject>));
+    }
+    return items;
+  }
+
+  async #readyInformer<T extends KubeObject>(
+    resource: Resource<T>,
+    namespace: string | undefined,
+    opts: CacheReadOptions,
+  ): Promise<SharedInformer<T>> {
+    const id = resourceId(resource);
+    const cached = this.optionsFor(resource).namespace;
+    if (namespace && cached && namespace !== cached) throw new NamespaceNotCachedError(id, namespace, cached);
+    if (!this.#signal) throw new CacheNotStartedError();
+    const informer = this.getInformer(resource);
+    if (!informer.hasSynced()) {
+      opts.signal?.throwIfAborted();
+      const synced = await informer.waitForSync(anySignal(opts.signal, this.#signal));
+      if (!synced) {
+        opts.signal?.throwIfAborted();
+        throw new Error(`${id}: the cache stopped before the informer synced`);
+      }
+    }
+    return informer;
+  }
+
+  #waitStarted(signal: AbortSignal | undefined): Promise<boolean> {
+    if (this.#signal) return Promise.resolve(true);
+    if (signal?.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const started = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+        this.#startWaiters.delete(started);
+        resolve(true);
+      };
+      const onAbort = (): void => {
+        this.#startWaiters.delete(started);
+        resolve(false);
+      };
+      this.#startWaiters.add(started);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal | undefined {
+  const defined = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (defined.length <= 1) return defined[0];
+  return AbortSignal.any(defined);
+}

@@ -1,0 +1,239 @@
+/**
+ * The reflector: applies watcher events to a {@link Store} and tells listeners what really changed.
+ *
+ * - Every object goes through `transform` first (default: drop `metadata.managedFields`, which is
+ *   large and which controllers never read), then is deep-frozen into the store.
+ * - A (re)list is buffered from `init` to `initDone` (the store keeps serving the old state meanwhile),
+ *   then swapped in with `store.replace()`, and only the differences are emitted: adds for new objects,
+ *   updates for objects whose resourceVersion changed, deletes for objects that disappeared (an object
+ *   re-created under the same name shows up as a delete then an add). Unchanged objects emit nothing, so
+ *   a reconnect or relist does not trigger a reconcile storm.
+ * - Watch events whose object has the resourceVersion already stored emit nothing either.
+ * - `hasSynced()` turns true after the first complete list.
+ *
+ * Listeners run synchronously, in registration order, right after the store was updated; a listener
+ * that throws is reported to `onError` and does not affect the others.
+ */
+import type { KubeObject } from '../api/object.ts';
+import { keyOf } from '../api/object.ts';
+import type { Resource } from '../api/resource.ts';
+import type { Client } from '../client/types.ts';
+import { type DeepReadonly, deepFreeze, type IndexFunc, type ReadonlyStore, Store } from './store.ts';
+import { type WatcherErrorContext, type WatcherEvent, type WatcherOptions, watcher } from './watcher.ts';
+
+/** Receives change notifications. All objects are frozen: `structuredClone` them before mutating. */
+export interface ResourceEventHandler<T extends KubeObject> {
+  /** `isInInitialList`: the object came with the first list (not a later relist or a watch event). */
+  onAdd?(obj: DeepReadonly<T>, isInInitialList: boolean): void;
+  onUpdate?(oldObj: DeepReadonly<T>, newObj: DeepReadonly<T>): void;
+  /** `obj` is the last known state (from the DELETED event, or the stored one after a relist). */
+  onDelete?(obj: DeepReadonly<T>): void;
+}
+
+/**
+ * Maps each object before it is stored. Gets a fresh, mutable object (so it may modify and return it)
+ * and must return an object with the same namespace/name.
+ */
+export type Transform<T extends KubeObject> = (obj: T) => T;
+
+export type ReflectorErrorContext =
+  | WatcherErrorContext
+  | { phase: 'transform'; key: string }
+  | { phase: 'handler'; event: 'add' | 'update' | 'delete'; key: string };
+
+/** The default transform: removes `metadata.managedFields`. */
+export function stripManagedFields<T extends KubeObject>(obj: T): T {
+  if (obj.metadata?.managedFields !== undefined) delete obj.metadata.managedFields;
+  return obj;
+}
+
+export interface ReflectorOptions<T extends KubeObject>
+  extends Omit<WatcherOptions, 'signal' | 'onError' | 'onBookmark'> {
+  /** Store to fill; default a new one with `indexers`. */
+  store?: Store<T>;
+  /** Extra indexers for the default store. */
+  indexers?: Record<string, IndexFunc<T>>;
+  /** Default {@link stripManagedFields}. Compose with it to keep that: `(o) => mine(stripManagedFields(o))`. */
+  transform?: Transform<T>;
+  /** Errors the watcher recovered from, plus transform and listener failures. */
+  onError?: (err: unknown, ctx: ReflectorErrorContext) => void;
+}
+
+export class Reflector<T extends KubeObject> {
+  readonly client: Client;
+  readonly resource: Resource<T>;
+  readonly #store: Store<T>;
+  readonly #opts: ReflectorOptions<T>;
+  readonly #transform: Transform<T>;
+  readonly #listeners = new Set<ResourceEventHandler<T>>();
+  #pending: DeepReadonly<T>[] | undefined;
+  #synced = false;
+  #syncWaiters = new Set<() => void>();
+  #running = false;
+
+  constructor(client: Client, resource: Resource<T>, opts: ReflectorOptions<T> = {}) {
+    this.client = client;
+    this.resource = resource;
+    this.#opts = opts;
+    this.#store = opts.store ?? new Store<T>({ indexers: opts.indexers ?? {} });
+    this.#transform = opts.transform ?? stripManagedFields;
+  }
+
+  get store(): ReadonlyStore<T> {
+    return this.#store;
+  }
+
+  /** True once the first list has been applied. */
+  hasSynced(): boolean {
+    return this.#synced;
+  }
+
+  /** resourceVersion of the last list, event or bookmark applied ('' before the first list). */
+  get lastSyncResourceVersion(): string {
+    return this.#store.resourceVersion;
+  }
+
+  /** Registers a listener; returns a function that unregisters it. */
+  addListener(handler: ResourceEventHandler<T>): () => void {
+    this.#listeners.add(handler);
+    return () => {
+      this.#listeners.delete(handler);
+    };
+  }
+
+  /** Resolves `true` once synced, or `false` if `signal` aborts first. */
+  waitForSync(signal?: AbortSignal): Promise<boolean> {
+    if (this.#synced) return Promise.resolve(true);
+    if (signal?.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (): void => {
+        signal?.removeEventListener('abort', onAbort);
+        this.#syncWaiters.delete(done);
+        resolve(true);
+      };
+      const onAbort = (): void => {
+        this.#syncWaiters.delete(done);
+        resolve(false);
+      };
+      this.#syncWaiters.add(done);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * Lists and watches until `signal` aborts, then resolves. Never rejects. One run at a time.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (this.#running) throw new Error('reflector is already running');
+    this.#running = true;
+    try {
+      const {
+        store: _store,
+        indexers: _indexers,
+        transform: _transform,
+        onError: _onError,
+        ...watcherOpts
+      } = this.#opts;
+      await this.consume(
+        watcher(this.client, this.resource, {
+          ...watcherOpts,
+          signal,
+          onError: (err, ctx) => this.#report(err, ctx),
+          onBookmark: (rv) => this.#store.setResourceVersion(rv),
+        }),
+      );
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  /** Applies every event of `source` (any watcher-shaped stream) until it ends. */
+  async consume(source: AsyncIterable<WatcherEvent<T>>): Promise<void> {
+    for await (const ev of source) this.apply(ev);
+  }
+
+  /** Applies one watcher event to the store and notifies listeners. Synchronous. */
+  apply(ev: WatcherEvent<T>): void {
+    switch (ev.type) {
+      case 'init':
+        this.#pending = [];
+        return;
+      case 'initApply':
+        this.#pending ??= [];
+        this.#pending.push(this.#prepare(ev.object));
+        return;
+      case 'initDone': {
+        const initial = !this.#synced;
+        const diff = this.#store.replace(this.#pending ?? [], ev.resourceVersion);
+        this.#pending = undefined;
+        for (const obj of diff.deleted) this.#emit('delete', obj);
+        for (const obj of diff.added) this.#emit('add', obj, undefined, initial);
+        for (const { old, new: obj } of diff.updated) this.#emit('update', obj, old);
+        if (initial) {
+          this.#synced = true;
+          for (const waiter of [...this.#syncWaiters]) waiter();
+        }
+        return;
+      }
+      case 'apply': {
+        const obj = this.#prepare(ev.object);
+        const res = this.#store.set(obj);
+        this.#advance(obj);
+        if (res.type === 'added') this.#emit('add', res.new, undefined, false);
+        else if (res.type === 'updated') this.#emit('update', res.new, res.old);
+        else if (res.type === 'replaced') {
+          this.#emit('delete', res.old);
+          this.#emit('add', res.new, undefined, false);
+        }
+        return;
+      }
+      case 'delete': {
+        const obj = this.#prepare(ev.object);
+        const old = this.#store.delete(obj);
+        this.#advance(obj);
+        if (old) this.#emit('delete', obj);
+        return;
+      }
+    }
+  }
+
+  #advance(obj: DeepReadonly<T>): void {
+    const rv = obj.metadata.resourceVersion;
+    if (rv) this.#store.setResourceVersion(rv);
+  }
+
+  #prepare(obj: T): DeepReadonly<T> {
+    let out = obj;
+    try {
+      out = this.#transform(obj) ?? obj;
+    } catch (err) {
+      this.#report(err, { phase: 'transform', key: keyOf(obj) });
+    }
+    return deepFreeze(out);
+  }
+
+  #emit(
+    event: 'add' | 'update' | 'delete',
+    obj: DeepReadonly<T>,
+    old?: DeepReadonly<T>,
+    initial = false,
+  ): void {
+    for (const l of [...this.#listeners]) {
+      try {
+        if (event === 'add') l.onAdd?.(obj, initial);
+        else if (event === 'update') l.onUpdate?.(old ?? obj, obj);
+        else l.onDelete?.(obj);
+      } catch (err) {
+        this.#report(err, { phase: 'handler', event, key: keyOf(obj as KubeObject) });
+      }
+    }
+  }
+
+  #report(err: unknown, ctx: ReflectorErrorContext): void {
+    try {
+      this.#opts.onError?.(err, ctx);
+    } catch {
+      // an error hook must not break the reflector
+    }
+  }
+}

@@ -1,0 +1,309 @@
+/**
+ * The watcher: list-then-watch as one never-ending async stream of high-level events, with client-go
+ * reflector semantics (kube-rs calls this stage `watcher`).
+ *
+ *   init, initApply*, initDone        a full (paginated) list; then
+ *   (apply | delete)*                  from a watch started at the list's resourceVersion
+ *
+ * - Watches ask for bookmarks; bookmarks advance the resourceVersion and are not emitted.
+ * - A watch the server closes cleanly (its timeout) is re-opened at the last resourceVersion, no relist.
+ * - 410 Gone (thrown, or as a watch ERROR event) means the resourceVersion is compacted away: the
+ *   watcher relists, emitting init / initApply* / initDone again. Consumers diff the new list against
+ *   what they had (the reflector does) instead of assuming anything was deleted.
+ * - Any other error (connection refused, 5xx, 429, a broken stream) is reported to `onError` and retried
+ *   after an exponential backoff: a failed list is listed again, a failed watch is re-opened at the last
+ *   resourceVersion (if that is too old by then, the server answers 410 and the watcher relists).
+ * - A watch that stays open but delivers nothing at all, not even a bookmark, for `silenceTimeoutMs` is
+ *   aborted and re-opened (half-open TCP connections would otherwise hang forever).
+ *
+ * The generator never throws. It returns when `signal` aborts (or when the consumer stops iterating).
+ * It is pull-based: while the consumer is busy with an event the stream is not read (and the silence
+ * timer is not running), which gives natural backpressure.
+ */
+import type { KubeObject, WatchEvent } from '../api/object.ts';
+import type { Resource } from '../api/resource.ts';
+import { errorFromStatus, isGone, type Status, TooManyRequestsError } from '../client/errors.ts';
+import type { Client } from '../client/types.ts';
+import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
+import { Backoff, type BackoffOptions } from './backoff.ts';
+
+export type WatcherEvent<T extends KubeObject> =
+  /** A (re)list starts. */
+  | { type: 'init' }
+  /** One object of the list. */
+  | { type: 'initApply'; object: T }
+  /** The list is complete; the objects of the list are the full state at `resourceVersion`. */
+  | { type: 'initDone'; resourceVersion: string }
+  /** An object was added or modified. */
+  | { type: 'apply'; object: T }
+  /** An object was deleted; `object` is its last state. */
+  | { type: 'delete'; object: T };
+
+export interface WatcherErrorContext {
+  phase: 'list' | 'watch';
+  /** resourceVersion the watch was at ('' during a list). */
+  resourceVersion: string;
+  /** What the watcher does next. */
+  action: 'relist' | 'rewatch' | 'backoff';
+  /** For `backoff`: how long it waits (ms) before retrying. */
+  delayMs?: number;
+}
+
+export interface WatcherOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Stops the watcher; it then returns. Required: a watcher otherwise runs forever. */
+  signal: AbortSignal;
+  /** List page size (`limit`). Default 500. */
+  pageSize?: number;
+  /**
+   * Server-side timeout for each watch request. Default: random in [300, 600) seconds per request, like
+   * client-go, so that watches of many clients do not all end at once.
+   */
+  watchTimeoutSeconds?: number;
+  /**
+   * Abort and re-open a watch that delivered nothing for this long (ms). Default: the watch's timeout
+   * plus 30 s (the server should have closed it by then).
+   */
+  silenceTimeoutMs?: number;
+  /** Backoff for retries after errors; a Backoff instance or options for one. */
+  backoff?: Backoff | BackoffOptions;
+  /** Told about every error the watcher recovers from. Must not throw (if it does, that is ignored). */
+  onError?: (err: unknown, ctx: WatcherErrorContext) => void;
+  /**
+   * Told when a bookmark advances the resourceVersion (bookmarks are not emitted as events). Lists and
+   * events carry their resourceVersion themselves.
+   */
+  onBookmark?: (resourceVersion: string) => void;
+  clock?: Clock;
+  /** Randomness for the default watch timeout and the backoff jitter. Default Math.random. */
+  random?: () => number;
+}
+
+/** Reported to `onError` when a watch is aborted because it stayed silent for too long. */
+export class WatchSilenceError extends Error {
+  readonly silenceMs: number;
+  constructor(silenceMs: number) {
+    super(`watch delivered nothing for ${silenceMs} ms; re-establishing it`);
+    this.name = 'WatchSilenceError';
+    this.silenceMs = silenceMs;
+  }
+}
+
+/** Reported to `onError` when a watch closed right away without delivering anything. */
+export class ShortWatchError extends Error {
+  constructor() {
+    super('watch closed immediately without delivering any event');
+    this.name = 'ShortWatchError';
+  }
+}
+
+export const DEFAULT_PAGE_SIZE = 500;
+const MIN_WATCH_TIMEOUT_SECONDS = 300;
+const SILENCE_GRACE_MS = 30_000;
+/**
+ * A clean close sooner than this (or than half the watch timeout) with no events is treated as an error,
+ * so a server that keeps closing watches at once does not cause a hot loop.
+ */
+const SHORT_WATCH_MS = 1000;
+
+type WatchOutcome = 'closed' | 'gone' | 'error' | 'aborted';
+
+export async function* watcher<T extends KubeObject>(
+  client: Client,
+  resource: Resource<T>,
+  opts: WatcherOptions,
+): AsyncGenerator<WatcherEvent<T>, void, undefined> {
+  const { signal } = opts;
+  const clock = opts.clock ?? realClock;
+  const random = opts.random ?? Math.random;
+  const backoff =
+    opts.backoff instanceof Backoff ? opts.backoff : new Backoff({ clock, random, ...(opts.backoff ?? {}) });
+  const selectors = {
+    ...(opts.namespace !== undefined && resource.namespaced ? { namespace: opts.namespace } : {}),
+    ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+    ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
+  };
+
+  /** undefined: a list is needed. */
+  let resourceVersion: string | undefined;
+  /** The last relist was followed straight by 410 without any event: back off before the next one. */
+  let goneWithoutProgress = false;
+
+  const report = (err: unknown, ctx: WatcherErrorContext): void => {
+    try {
+      opts.onError?.(err, ctx);
+    } catch {
+      // onError must not be able to break the watcher
+    }
+  };
+  const advance = (rv: string | undefined): void => {
+    if (rv) resourceVersion = rv;
+  };
+  /** Reports `err` and waits out the backoff; false if aborted meanwhile. */
+  const backOff = async (err: unknown, phase: 'list' | 'watch'): Promise<boolean> => {
+    let delayMs = backoff.next();
+    if (err instanceof TooManyRequestsError) delayMs = Math.max(delayMs, err.retryAfterSeconds * 1000);
+    report(err, { phase, resourceVersion: resourceVersion ?? '', action: 'backoff', delayMs });
+    return sleep(delayMs, signal, clock);
+  };
+  const withTypeMeta = (obj: T): T => {
+    if (obj && typeof obj === 'object') {
+      obj.apiVersion ??= resource.apiVersion;
+      obj.kind ??= resource.kind;
+    }
+    return obj;
+  };
+
+  while (!signal.aborted) {
+    if (resourceVersion === undefined) {
+      let items: T[];
+      let listRV: string;
+      try {
+        const list = await client.list(resource, {
+          ...selectors,
+          limit: opts.pageSize ?? DEFAULT_PAGE_SIZE,
+          signal,
+        });
+        items = list.items;
+        listRV = list.metadata.resourceVersion ?? '';
+      } catch (err) {
+        if (signal.aborted) return;
+        if (!(await backOff(err, 'list'))) return;
+        continue;
+      }
+      yield { type: 'init' };
+      for (const item of items) {
+        if (signal.aborted) return;
+        yield { type: 'initApply', object: withTypeMeta(item) };
+      }
+      if (signal.aborted) return;
+      resourceVersion = '';
+      advance(listRV);
+      yield { type: 'initDone', resourceVersion: listRV };
+    }
+
+    // ---- one watch request ----
+    const ctrl = new AbortController();
+    const onAbort = (): void => ctrl.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timeoutSeconds = opts.watchTimeoutSeconds ?? Math.floor(MIN_WATCH_TIMEOUT_SECONDS * (1 + random()));
+    const silenceMs = opts.silenceTimeoutMs ?? timeoutSeconds * 1000 + SILENCE_GRACE_MS;
+    const startedAt = clock.now();
+    let received = 0;
+    let timer: TimerHandle | undefined;
+    let silenced: WatchSilenceError | undefined;
+    let iterator: AsyncIterator<WatchEvent<T>> | undefined;
+    let outcome: WatchOutcome;
+    let failure: unknown;
+    try {
+      iterator = client
+        .watch(resource, {
+          ...selectors,
+          resourceVersion: resourceVersion || undefined,
+          allowWatchBookmarks: true,
+          timeoutSeconds,
+          signal: ctrl.signal,
+        })
+        [Symbol.asyncIterator]();
+      for (;;) {
+        timer = clock.setTimeout(() => {
+          silenced = new WatchSilenceError(silenceMs);
+          ctrl.abort(silenced);
+        }, silenceMs);
+        let step: IteratorResult<WatchEvent<T>>;
+        try {
+          step = await nextOrAbort(iterator, ctrl.signal);
+        } finally {
+          clock.clearTimeout(timer);
+          timer = undefined;
+        }
+        if (step.done) break;
+        const ev = step.value;
+        const type = ev.type as string;
+        if (type === 'ERROR') {
+          const status = ev.object as unknown as Status;
+          throw errorFromStatus(status?.code ?? 500, status);
+        }
+        received++;
+        goneWithoutProgress = false;
+        if (type === 'BOOKMARK') {
+          const rv = ev.object?.metadata?.resourceVersion;
+          if (rv && rv !== resourceVersion) {
+            advance(rv);
+            try {
+              opts.onBookmark?.(rv);
+            } catch {
+              // ignored, like onError
+            }
+          }
+          continue;
+        }
+        if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') continue;
+        const object = withTypeMeta(ev.object);
+        advance(object.metadata?.resourceVersion);
+        yield { type: type === 'DELETED' ? 'delete' : 'apply', object };
+        if (signal.aborted) break;
+      }
+      if (signal.aborted) outcome = 'aborted';
+      else if (silenced) [outcome, failure] = ['error', silenced];
+      else if (received === 0 && clock.now() - startedAt < Math.min(SHORT_WATCH_MS, timeoutSeconds * 500))
+        [outcome, failure] = ['error', new ShortWatchError()];
+      else outcome = 'closed';
+    } catch (err) {
+      if (signal.aborted) outcome = 'aborted';
+      else if (silenced) [outcome, failure] = ['error', silenced];
+      else if (isGone(err)) [outcome, failure] = ['gone', err];
+      else [outcome, failure] = ['error', err];
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      if (timer !== undefined) clock.clearTimeout(timer);
+      ctrl.abort();
+      // Let a client-side generator run its cleanup; never wait for it or let it reject unhandled.
+      try {
+        Promise.resolve(iterator?.return?.()).catch(() => {});
+      } catch {
+        // a throwing return() changes nothing: the request is aborted anyway
+      }
+    }
+
+    switch (outcome) {
+      case 'aborted':
+        return;
+      case 'closed':
+        break; // re-watch from the last resourceVersion right away
+      case 'gone':
+        report(failure, { phase: 'watch', resourceVersion, action: 'relist' });
+        if (goneWithoutProgress && !(await sleep(backoff.next(), signal, clock))) return;
+        goneWithoutProgress = received === 0;
+        resourceVersion = undefined;
+        break;
+      case 'error':
+        if (failure instanceof WatchSilenceError) {
+          report(failure, { phase: 'watch', resourceVersion, action: 'rewatch' });
+        } else if (!(await backOff(failure, 'watch'))) return;
+        break;
+    }
+  }
+}
+
+/** `it.next()`, but rejects as soon as `signal` aborts even if the iterator ignores the signal. */
+function nextOrAbort<V>(it: AsyncIterator<V>, signal: AbortSignal): Promise<IteratorResult<V>> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  const next = it.next();
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    next.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

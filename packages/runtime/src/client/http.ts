@@ -1,0 +1,467 @@
+/**
+ * A lean HTTP/1.1 transport to the API server: JSON in, JSON out, typed errors, one keep-alive agent
+ * per configuration, and newline-delimited JSON streams for watches.
+ */
+import * as http from 'node:http';
+import * as https from 'node:https';
+import type { RequestAuth, RestConfig } from './config.ts';
+import { type ApiError, ConnectionError, errorFromStatus } from './errors.ts';
+
+/** One finished request, for rest_client_requests_total{code,method,host} and latency histograms. */
+export interface RequestMetric {
+  method: string;
+  /** The HTTP status code, or "<error>" when no response arrived (client-go's convention). */
+  code: string;
+  /** Until the body was read; for streams, until the response headers arrived. */
+  durationMs: number;
+  host: string;
+}
+
+export interface TransportOptions {
+  /** Defaults to "opkit/<version> (node <version>)". */
+  userAgent?: string;
+  /**
+   * Default per-request timeout in milliseconds; 0 disables it. Defaults to 60 s. For streams it only
+   * bounds the wait for the response headers.
+   */
+  timeoutMs?: number;
+  /** Called once per request (never throws into the request). */
+  onRequest?: (metric: RequestMetric) => void;
+  /**
+   * Connection limit of the shared agent, used when this is the first transport for the config.
+   * Every open watch holds one connection. Defaults to 100.
+   */
+  maxSockets?: number;
+}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type QueryValue = string | number | boolean | null | undefined;
+export type Query = Readonly<Record<string, QueryValue | readonly string[]>>;
+
+export interface HttpRequest {
+  method: HttpMethod;
+  /** Path below the server URL, e.g. "/api/v1/namespaces/default/configmaps". */
+  path: string;
+  query?: Query;
+  /** JSON-serialised unless it is a string or a Buffer. */
+  body?: unknown;
+  /** Defaults to application/json when there is a body. */
+  contentType?: string;
+  signal?: AbortSignal;
+  /** Overrides the transport's timeout for this request; 0 disables it. */
+  timeoutMs?: number;
+}
+
+/** The request did not complete within its timeout. */
+export class RequestTimeoutError extends ConnectionError {
+  constructor(message: string) {
+    super(message, undefined);
+    this.name = 'RequestTimeoutError';
+  }
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_SOCKETS = 100;
+const USER_AGENT = `opkit/0.1.0 (node ${process.version})`;
+
+/**
+ * Builds "?a=1&b=x%20y" from the defined entries (none: ""). Arrays repeat the key. Keys keep their
+ * order; values are percent-encoded with encodeURIComponent (so "=", ",", "!" in selectors are safe).
+ */
+export function buildQuery(query?: Query): string {
+  if (!query) return '';
+  const parts: string[] = [];
+  for (const [key, value] of Object.entries(query)) {
+    if (value === undefined || value === null) continue;
+    const values: readonly (string | number | boolean)[] = Array.isArray(value)
+      ? (value as readonly string[])
+      : [value as string | number | boolean];
+    for (const v of values) parts.push(`${encodeURIComponent(key)}=${encodeURIComponent(String(v))}`);
+  }
+  return parts.length > 0 ? `?${parts.join('&')}` : '';
+}
+
+/**
+ * Splits a byte stream into newline-delimited JSON values. Chunks may end anywhere, including inside
+ * a multi-byte UTF-8 character: lines are only decoded once complete. Blank lines are skipped.
+ */
+export class JsonLineDecoder {
+  #pending: Buffer[] = [];
+
+  /** Feeds one chunk; returns the values of the lines it completed. */
+  write(chunk: Uint8Array | string): unknown[] {
+    const buf =
+      typeof chunk === 'string'
+        ? Buffer.from(chunk, 'utf8')
+        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+    const out: unknown[] = [];
+    let start = 0;
+    let nl = buf.indexOf(0x0a, start);
+    while (nl !== -1) {
+      let line = buf.subarray(start, nl);
+      if (this.#pending.length > 0) {
+        this.#pending.push(line);
+        line = Buffer.concat(this.#pending);
+        this.#pending = [];
+      }
+      parseLine(line, out);
+      start = nl + 1;
+      nl = buf.indexOf(0x0a, start);
+    }
+    // Copy the tail: holding a view would pin the whole (possibly large) chunk.
+    if (start < buf.length) this.#pending.push(Buffer.from(buf.subarray(start)));
+    return out;
+  }
+
+  /** Ends the input; a final line without a trailing newline still counts. */
+  end(): unknown[] {
+    const out: unknown[] = [];
+    if (this.#pending.length > 0) parseLine(Buffer.concat(this.#pending), out);
+    this.#pending = [];
+    return out;
+  }
+}
+
+function parseLine(line: Buffer, out: unknown[]): void {
+  const text = line.toString('utf8').trim();
+  if (text.length === 0) return;
+  try {
+    out.push(JSON.parse(text));
+  } catch (err) {
+    const preview = text.length > 200 ? `${text.slice(0, 200)}...` : text;
+    throw new SyntaxError(`malformed JSON line in stream: ${preview}`, { cause: err });
+  }
+}
+
+/** Newline-delimited JSON values from a chunked source. Stopping early returns (closes) the source. */
+export async function* jsonLines(
+  source: AsyncIterable<Uint8Array | string>,
+): AsyncGenerator<unknown, void, undefined> {
+  const decoder = new JsonLineDecoder();
+  for await (const chunk of source) {
+    for (const value of decoder.write(chunk)) yield value;
+  }
+  for (const value of decoder.end()) yield value;
+}
+
+type AnyAgent = http.Agent | https.Agent;
+const agents = new WeakMap<RestConfig, AnyAgent>();
+
+/** The keep-alive agent shared by every transport of `config`. */
+export function agentFor(config: RestConfig, maxSockets = DEFAULT_MAX_SOCKETS): AnyAgent {
+  let agent = agents.get(config);
+  if (!agent) {
+    const opts: http.AgentOptions = {
+      keepAlive: true,
+      keepAliveMsecs: 30_000,
+      maxSockets,
+      maxFreeSockets: 16,
+    };
+    agent = config.server.startsWith('https:') ? new https.Agent(opts) : new http.Agent(opts);
+    agents.set(config, agent);
+  }
+  return agent;
+}
+
+interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/** An error the transport raised itself, marked so that a reused-socket reset can be retried. */
+interface AttemptFailure {
+  error: Error;
+  retryable: boolean;
+}
+
+export class HttpTransport {
+  readonly config: RestConfig;
+  readonly agent: AnyAgent;
+  readonly #userAgent: string;
+  readonly #timeoutMs: number;
+  readonly #onRequest: ((m: RequestMetric) => void) | undefined;
+  readonly #base: URL;
+  readonly #basePath: string;
+  readonly #module: typeof http | typeof https;
+
+  constructor(config: RestConfig, opts: TransportOptions = {}) {
+    this.config = config;
+    this.agent = agentFor(config, opts.maxSockets);
+    this.#userAgent = opts.userAgent ?? USER_AGENT;
+    this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#onRequest = opts.onRequest;
+    this.#base = new URL(config.server);
+    this.#basePath = this.#base.pathname.replace(/\/+$/, '');
+    this.#module = this.#base.protocol === 'https:' ? https : http;
+  }
+
+  /** Sends one request; resolves with the parsed JSON body (undefined when empty). Non-2xx throws typed. */
+  async request<T = unknown>(req: HttpRequest): Promise<T> {
+    const body = encodeBody(req.body);
+    const contentType = body ? (req.contentType ?? 'application/json') : undefined;
+    const path = req.path + buildQuery(req.query);
+    // A keep-alive socket the server closed just as we reused it: retry GETs once (like Go's transport).
+    for (let attempt = 0; ; attempt++) {
+      const res = await this.#attempt(req.method, path, body, contentType, req.signal, req.timeoutMs);
+      if ('error' in res) {
+        if (res.retryable && attempt === 0 && req.method === 'GET' && !req.signal?.aborted) continue;
+        throw res.error;
+      }
+      const parsed = parseBody(res.body);
+      if (res.status < 200 || res.status > 299) throw this.#apiError(res.status, parsed, res.headers);
+      return parsed as T;
+    }
+  }
+
+  /**
+   * A GET whose response is a stream of newline-delimited JSON values (a watch). The request is sent
+   * when iteration starts. Iteration ends when the server ends the response or `signal` aborts; if the
+   * consumer stops early (break/return/throw) or aborts, the response and its socket are destroyed, and
+   * every listener is removed. Non-2xx responses throw typed errors; a broken connection throws
+   * ConnectionError.
+   */
+  stream(path: string, signal?: AbortSignal, opts: { timeoutMs?: number } = {}): AsyncIterable<unknown> {
+    return this.#stream(path, signal, opts.timeoutMs);
+  }
+
+  /** Destroys the shared agent's sockets (of every client using this config). */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  async *#stream(
+    path: string,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+  ): AsyncGenerator<unknown> {
+    if (signal?.aborted) return;
+    const opened = await this.#open(path, signal, timeoutMs);
+    if (!opened) return; // aborted before the response arrived
+    const { req, res } = opened;
+    let aborted = false;
+    const onAbort = (): void => {
+      aborted = true;
+      res.destroy();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (signal?.aborted) return;
+      for await (const value of jsonLines(res)) yield value;
+    } catch (err) {
+      if (aborted || signal?.aborted) return;
+      if (err instanceof SyntaxError) throw err;
+      throw new ConnectionError(`stream ${path} from ${this.config.host} broke: ${messageOf(err)}`, err);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      // Ended by the server: the socket goes back to the pool. Otherwise it must not be reused.
+      if (!res.complete) {
+        res.destroy();
+        req.destroy();
+      }
+    }
+  }
+
+  async #auth(signal: AbortSignal | undefined): Promise<RequestAuth> {
+    const auth = await this.config.authenticate();
+    if (signal?.aborted) throw abortReason(signal);
+    return auth;
+  }
+
+  #options(
+    method: string,
+    path: string,
+    auth: RequestAuth,
+    extra: Record<string, string>,
+  ): https.RequestOptions {
+    const { headers, ...tls } = auth;
+    return {
+      ...tls,
+      protocol: this.#base.protocol,
+      hostname: this.#base.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: this.#base.port || (this.#base.protocol === 'https:' ? 443 : 80),
+      method,
+      path: this.#basePath + path,
+      // Pass the agent explicitly: client-node's applyToHTTPSOptions sets one of its own (without
+      // keep-alive); RestConfig.authenticate drops it. Proxies need client-node's proxy agent.
+      agent: this.config.proxyAgent ?? this.agent,
+      headers: { Accept: 'application/json', 'User-Agent': this.#userAgent, ...headers, ...extra },
+    };
+  }
+
+  #metric(method: string, code: string, start: number): void {
+    if (!this.#onRequest) return;
+    try {
+      this.#onRequest({ method, code, durationMs: performance.now() - start, host: this.config.host });
+    } catch {
+      // Metrics must never break requests.
+    }
+  }
+
+  #apiError(status: number, body: unknown, headers: http.IncomingHttpHeaders): ApiError {
+    const retryAfter = headers['retry-after'];
+    return errorFromStatus(status, body, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+  }
+
+  async #attempt(
+    method: HttpMethod,
+    path: string,
+    body: Buffer | undefined,
+    contentType: string | undefined,
+    signal: AbortSignal | undefined,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<RawResponse | AttemptFailure> {
+    if (signal?.aborted) throw abortReason(signal);
+    const auth = await this.#auth(signal);
+    const start = performance.now();
+    const extra: Record<string, string> = {};
+    if (body) {
+      extra['Content-Type'] = contentType ?? 'application/json';
+      extra['Content-Length'] = String(body.length);
+    }
+    return new Promise<RawResponse | AttemptFailure>((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const req = this.#module.request(this.#options(method, path, auth, extra));
+      const finish = (result: RawResponse | AttemptFailure | Error): void => {
+        if (settled) return;
+        settled = true;
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (result instanceof Error) {
+          reject(result);
+          return;
+        }
+        this.#metric(method, 'error' in result ? '<error>' : String(result.status), start);
+        resolve(result);
+      };
+      const onAbort = (): void => {
+        finish(abortReason(signal as AbortSignal));
+        req.destroy();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => {
+          finish({
+            error: new RequestTimeoutError(
+              `${method} ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
+            ),
+            retryable: false,
+          });
+          req.destroy();
+        }, timeoutMs);
+      }
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        const retryable = req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE');
+        finish({ error: this.#connectionError(method, path, err), retryable });
+      });
+      req.on('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          finish({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+        res.on('error', (err) =>
+          finish({ error: this.#connectionError(method, path, err), retryable: false }),
+        );
+      });
+      req.end(body);
+    });
+  }
+
+  /** Opens a stream: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
+  async #open(
+    path: string,
+    signal: AbortSignal | undefined,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<{ req: http.ClientRequest; res: http.IncomingMessage } | undefined> {
+    let auth: RequestAuth;
+    try {
+      auth = await this.#auth(signal);
+    } catch (err) {
+      if (signal?.aborted) return undefined;
+      throw err;
+    }
+    const start = performance.now();
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const req = this.#module.request(this.#options('GET', path, auth, {}));
+      const finish = (err: Error | undefined, res?: http.IncomingMessage): void => {
+        if (settled) return;
+        settled = true;
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (err) reject(err);
+        else resolve(res ? { req, res } : undefined);
+      };
+      const onAbort = (): void => {
+        finish(undefined);
+        req.destroy();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => {
+          this.#metric('GET', '<error>', start);
+          finish(
+            new RequestTimeoutError(`GET ${path} to ${this.config.host} timed out after ${timeoutMs}ms`),
+          );
+          req.destroy();
+        }, timeoutMs);
+      }
+      req.on('error', (err) => {
+        if (settled) return;
+        this.#metric('GET', '<error>', start);
+        finish(this.#connectionError('GET', path, err));
+      });
+      req.on('response', (res) => {
+        const status = res.statusCode ?? 0;
+        this.#metric('GET', String(status), start);
+        if (status >= 200 && status <= 299) {
+          finish(undefined, res);
+          return;
+        }
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => finish(this.#apiError(status, parseBody(Buffer.concat(chunks)), res.headers)));
+        res.on('error', (err) => finish(this.#connectionError('GET', path, err)));
+      });
+      req.end();
+    });
+  }
+
+  #connectionError(method: string, path: string, err: Error): ConnectionError {
+    return new ConnectionError(`${method} ${path} to ${this.config.host} failed: ${messageOf(err)}`, err);
+  }
+}
+
+function encodeBody(body: unknown): Buffer | undefined {
+  if (body === undefined) return undefined;
+  if (Buffer.isBuffer(body)) return body;
+  if (typeof body === 'string') return Buffer.from(body, 'utf8');
+  return Buffer.from(JSON.stringify(body), 'utf8');
+}
+
+function parseBody(body: Buffer): unknown {
+  if (body.length === 0) return undefined;
+  const text = body.toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason;
+  return new DOMException('The operation was aborted', 'AbortError');
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.includes(code) ? `${err.message} (${code})` : err.message;
+  }
+  return String(err);
+}

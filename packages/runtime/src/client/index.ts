@@ -1,0 +1,37 @@
+/** @opkit/runtime client: configuration loading, the HTTP transport and the API client. */
+export {
+  ConfigError,
+  configFromKubeConfig,
+  type LoadConfigOptions,
+  loadConfig,
+  type RequestAuth,
+  type RestConfig,
+} from './config.ts';
+export * from './errors.ts';
+export {
+  agentFor,
+  buildQuery,
+  type HttpMethod,
+  type HttpRequest,
+  HttpTransport,
+  JsonLineDecoder,
+  jsonLines,
+  type Query,
+  type QueryValue,
+  type RequestMetric,
+  RequestTimeoutError,
+  type TransportOptions,
+} from './http.ts';
+export {
+  type APIResource,
+  type APIResourceList,
+  type ClientOptions,
+  createClient,
+  deleteBody,
+  listQuery,
+  PATCH_CONTENT_TYPES,
+  RestClient,
+  watchQuery,
+  writeQuery,
+} from './rest-client.ts';
+export type * from './types.ts';

@@ -1,0 +1,520 @@
+/**
+ * The controller, like controller-runtime's pkg/internal/controller: event sources feed keys into ONE
+ * work queue; N workers take keys off it and call the reconciler.
+ *
+ * - Watches (event handlers on shared informers) are registered when the controller is built, so the
+ *   queue fills while the caches warm up, also before this replica is leader. Workers only run inside
+ *   `start(signal)` (a Runnable with needLeaderElection: true), after every watched informer synced.
+ * - The queue holds keys ("namespace/name"), never objects; it de-duplicates and guarantees that one
+ *   key is never reconciled by two workers at once.
+ * - Each reconcile gets an AbortSignal that aborts after `reconcileTimeoutMs` or at shutdown. A
+ *   reconcile still running at its timeout is abandoned: counted as an error, retried with backoff, and
+ *   its worker moves on to other keys. The key itself stays "processing" until the abandoned promise
+ *   settles, so a reconciler that ignores its signal can never run twice at once for one key.
+ * - Outcomes: success -> forget (reset backoff); `{requeueAfter}` -> forget + addAfter; `{requeue}` ->
+ *   addRateLimited; TerminalError -> forget, no retry; any other error -> addRateLimited.
+ * - Nothing a reconciler, predicate or handler throws escapes: it is logged and counted.
+ * - Shutdown: stop taking keys (queue.shutDown), abort in-flight reconciles' signals, wait for them up
+ *   to `drainTimeoutMs`, return.
+ */
+import { randomUUID } from 'node:crypto';
+import { type KubeObject, keyOf, parseKey } from '../api/object.ts';
+import type { Resource } from '../api/resource.ts';
+import { resourceId } from '../api/resource.ts';
+import type { Client } from '../client/types.ts';
+import { type Logger, silentLogger } from '../log/logger.ts';
+import type { Runnable } from '../manager/runnable.ts';
+import { MetricsRegistry } from '../metrics/registry.ts';
+import type { RateLimiter } from '../queue/rate-limiter.ts';
+import { defaultControllerRateLimiter } from '../queue/rate-limiter.ts';
+import { WorkQueue } from '../queue/work-queue.ts';
+import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
+import type { EventHandler, RequestSink } from './handler.ts';
+import {
+  type EventObject,
+  type Predicate,
+  passesCreate,
+  passesDelete,
+  passesGeneric,
+  passesUpdate,
+} from './predicate.ts';
+import {
+  ControllerShutdownError,
+  isTerminalError,
+  type ReconcileContext,
+  type Reconciler,
+  ReconcileTimeoutError,
+  type Request,
+  type Result,
+} from './reconcile.ts';
+
+// --- what the controller needs from the cache (the real Cache / SharedInformer satisfy it) ---
+
+/** The informer event callbacks (cache/reflector.ts ResourceEventHandler). */
+export interface SourceEventHandler<T extends KubeObject> {
+  onAdd?(obj: EventObject<T>, isInInitialList: boolean): void;
+  onUpdate?(oldObj: EventObject<T>, newObj: EventObject<T>): void;
+  onDelete?(obj: EventObject<T>): void;
+}
+
+export interface SourceRegistration {
+  remove(): void;
+}
+
+/** An informer-like event source (cache/informer.ts SharedInformer). */
+export interface InformerSource<T extends KubeObject> {
+  /** May return a registration with `remove()`; the controller removes its handlers when it stops. */
+  addEventHandler(handler: SourceEventHandler<T>): unknown;
+  hasSynced(): boolean;
+  /** Resolves true once synced, false if `signal` aborts first. Without it `hasSynced` is polled. */
+  waitForSync?(signal?: AbortSignal): Promise<boolean>;
+}
+
+/** Restricts a watch's informer (cache/cache.ts InformerSelector). */
+export interface WatchSelector {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+/** Hands out shared informers (cache/cache.ts Cache). */
+export interface InformerProvider {
+  getInformer<T extends KubeObject>(resource: Resource<T>, selector?: WatchSelector): InformerSource<T>;
+}
+
+/**
+ * What a controller needs from its manager. The manager passes itself (or an object with these).
+ */
+export interface ControllerContext {
+  readonly cache: InformerProvider;
+  readonly client: Client;
+  /** Default: a silent logger. */
+  readonly logger?: Logger;
+  /** The manager's metrics registry. Default: a private registry nobody scrapes. */
+  readonly metrics?: MetricsRegistry;
+  /** Default realClock. */
+  readonly clock?: Clock;
+  /** If present, `complete()` registers the controller with it (the manager's `add`). */
+  add?(runnable: Runnable): void;
+}
+
+export interface ControllerOptions {
+  /** Workers, i.e. keys reconciled in parallel. Default 1. */
+  maxConcurrentReconciles?: number;
+  /** A reconcile's signal aborts and the reconcile is abandoned after this long. Default 60 s; 0: never. */
+  reconcileTimeoutMs?: number;
+  /** Backoff for errors and `{requeue: true}`. Default: defaultControllerRateLimiter (5 ms .. 1000 s, 10 qps). */
+  rateLimiter?: RateLimiter<string>;
+  /**
+   * Default true: a "panic" (a reconciler that throws synchronously instead of rejecting, or rejects with
+   * a ReferenceError or a TypeError without `cause`, i.e. a runtime fault like reading a property of
+   * undefined) is counted in controller_runtime_reconcile_panics_total and handled like any error.
+   * false: a panic is fatal to the controller: it shuts down and `start()` rejects with it.
+   */
+  recoverPanic?: boolean;
+  /** Selector for the primary resource's informer (default: the cache's options for it). */
+  cacheOptions?: WatchSelector;
+  /** How long `start` waits for the watched informers to sync before failing. Default 120 s. */
+  cacheSyncTimeoutMs?: number;
+  /** How long shutdown waits for in-flight reconciles. Default 30 s. */
+  drainTimeoutMs?: number;
+  /** Allow a name already used by a controller of the same metrics registry. Default false. */
+  skipNameValidation?: boolean;
+  /** Overrides the context's logger. */
+  logger?: Logger;
+}
+
+export interface ControllerWatchOptions<T extends KubeObject> {
+  predicates?: readonly Predicate<T>[];
+  /** Which informer to watch (default: the cache's options for the resource). */
+  selector?: WatchSelector;
+}
+
+type Outcome =
+  | { kind: 'ok'; result: Result }
+  | { kind: 'error'; err: unknown; panic: boolean }
+  | { kind: 'timeout'; err: ReconcileTimeoutError };
+
+interface Watch {
+  source: InformerSource<KubeObject>;
+  registration: SourceRegistration | undefined;
+}
+
+const DEFAULT_RECONCILE_TIMEOUT_MS = 60_000;
+const DEFAULT_CACHE_SYNC_TIMEOUT_MS = 120_000;
+const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+const SYNC_POLL_MS = 100;
+
+export class Controller<T extends KubeObject = KubeObject> implements Runnable {
+  readonly name: string;
+  readonly needLeaderElection = true;
+  /** The controller's work queue (keys "namespace/name"). */
+  readonly queue: WorkQueue<string>;
+  readonly maxConcurrentReconciles: number;
+  readonly reconcileTimeoutMs: number;
+  readonly recoverPanic: boolean;
+  readonly cacheSyncTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+
+  readonly #ctx: ControllerContext;
+  readonly #reconciler: Reconciler<T>;
+  readonly #log: Logger;
+  readonly #metrics: MetricsRegistry;
+  readonly #clock: Clock;
+  readonly #watches: Watch[] = [];
+  readonly #sink: RequestSink;
+  readonly #detachQueueMetrics: () => void;
+  #started = false;
+  #stopped = false;
+  #fatal: { err: unknown } | undefined;
+  #stopNow: (() => void) | undefined;
+  #active = 0;
+
+  constructor(
+    ctx: ControllerContext,
+    name: string,
+    reconciler: Reconciler<T>,
+    options: ControllerOptions = {},
+  ) {
+    if (!name) throw new Error('a controller needs a name');
+    const max = options.maxConcurrentReconciles ?? 1;
+    if (!Number.isInteger(max) || max < 1) {
+      throw new RangeError(`maxConcurrentReconciles must be an integer >= 1, got ${max}`);
+    }
+    const timeout = options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
+    if (!(timeout >= 0)) throw new RangeError(`reconcileTimeoutMs must be >= 0, got ${timeout}`);
+    this.name = name;
+    this.maxConcurrentReconciles = max;
+    this.reconcileTimeoutMs = timeout;
+    this.recoverPanic = options.recoverPanic ?? true;
+    this.cacheSyncTimeoutMs = options.cacheSyncTimeoutMs ?? DEFAULT_CACHE_SYNC_TIMEOUT_MS;
+    this.drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+    this.#ctx = ctx;
+    this.#reconciler = reconciler;
+    this.#clock = ctx.clock ?? realClock;
+    this.#metrics = ctx.metrics ?? new MetricsRegistry();
+    this.#log = (options.logger ?? ctx.logger ?? silentLogger()).child({ controller: name });
+
+    this.#metrics.registerController(name, max, options.skipNameValidation ?? false);
+    const queueMetrics = this.#metrics.workQueueMetrics(name);
+    this.queue = new WorkQueue<string>({
+      name,
+      clock: this.#clock,
+      rateLimiter: options.rateLimiter ?? defaultControllerRateLimiter<string>({ clock: this.#clock }),
+      metrics: queueMetrics,
+    });
+    this.#detachQueueMetrics = queueMetrics.attach(this.queue);
+    this.#sink = { add: (req) => this.queue.add(keyOf(req)) };
+  }
+
+  /** The client of the controller's context (for reconcilers built around the controller). */
+  get client(): Client {
+    return this.#ctx.client;
+  }
+
+  /** Number of workers currently running a reconcile. */
+  get activeWorkers(): number {
+    return this.#active;
+  }
+
+  /**
+   * Watches `resource` through the cache's shared informer: each event that passes every predicate is
+   * turned into requests by `handler`.
+   */
+  watch<S extends KubeObject>(
+    resource: Resource<S>,
+    handler: EventHandler<S>,
+    opts: ControllerWatchOptions<S> = {},
+  ): void {
+    const informer = opts.selector
+      ? this.#ctx.cache.getInformer(resource, opts.selector)
+      : this.#ctx.cache.getInformer(resource);
+    this.watchSource(informer, handler, opts.predicates ?? [], resourceId(resource));
+  }
+
+  /** Like {@link watch} for any informer-like source. */
+  watchSource<S extends KubeObject>(
+    source: InformerSource<S>,
+    handler: EventHandler<S>,
+    predicates: readonly Predicate<S>[] = [],
+    description = 'source',
+  ): void {
+    if (this.#stopped) throw new Error(`controller ${this.name} has stopped; cannot add watches`);
+    const sink = this.#sink;
+    const guard = (event: string, fn: () => void): void => {
+      try {
+        fn();
+      } catch (err) {
+        this.#log.error({ err, source: description, event }, 'event handler or predicate failed');
+      }
+    };
+    const registration = source.addEventHandler({
+      onAdd: (obj) =>
+        guard('create', () => {
+          if (passesCreate(predicates, obj)) handler.create(obj, sink);
+        }),
+      onUpdate: (oldObj, newObj) =>
+        guard('update', () => {
+          if (passesUpdate(predicates, oldObj, newObj)) handler.update(oldObj, newObj, sink);
+        }),
+      onDelete: (obj) =>
+        guard('delete', () => {
+          if (passesDelete(predicates, obj)) handler.delete(obj, sink);
+        }),
+    });
+    this.#watches.push({
+      source: source as unknown as InformerSource<KubeObject>,
+      registration: isRegistration(registration) ? registration : undefined,
+    });
+  }
+
+  /** Queues a reconcile of `req` (an external trigger). Ignored once the controller stopped. */
+  enqueue(req: Request): void {
+    this.#sink.add(req);
+  }
+
+  /**
+   * Delivers a generic event for `obj` through `handler` after checking `predicates`' generic filters
+   * (controller-runtime's channel source).
+   */
+  generic<S extends KubeObject>(
+    obj: EventObject<S>,
+    handler: EventHandler<S>,
+    predicates: readonly Predicate<S>[] = [],
+  ): void {
+    try {
+      if (passesGeneric(predicates, obj)) handler.generic(obj, this.#sink);
+    } catch (err) {
+      this.#log.error({ err, event: 'generic' }, 'event handler or predicate failed');
+    }
+  }
+
+  /**
+   * Runs the controller until `signal` aborts: waits for the watched informers to sync, runs the
+   * workers, then drains. Rejects if the informers do not sync within `cacheSyncTimeoutMs`, if it was
+   * already started, or (with recoverPanic false) after a panic.
+   */
+  async start(signal: AbortSignal): Promise<void> {
+    if (this.#started) throw new Error(`controller ${this.name} was started more than once`);
+    this.#started = true;
+    const internal = new AbortController();
+    const stop = internal.signal;
+    const onAbort = (): void => internal.abort(signal.reason);
+    this.#stopNow = () => internal.abort(new ControllerShutdownError(this.name));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+
+    try {
+      this.#log.info({ sources: this.#watches.length }, 'Starting Controller');
+      const synced = await this.#waitForSync(stop);
+      if (!synced) {
+        if (stop.aborted) return;
+        throw new Error(
+          `controller ${this.name}: timed out after ${this.cacheSyncTimeoutMs} ms waiting for caches to sync`,
+        );
+      }
+      this.#log.info({ workerCount: this.maxConcurrentReconciles }, 'Starting workers');
+      const workers = Array.from({ length: this.maxConcurrentReconciles }, () => this.#worker(stop));
+      await aborted(stop);
+
+      this.#log.info('Shutdown signal received, waiting for all workers to finish');
+      this.queue.shutDown();
+      const deadline = new AbortController();
+      const drained = await Promise.race([
+        Promise.all(workers).then(() => true),
+        sleep(this.drainTimeoutMs, deadline.signal, this.#clock).then(() => false),
+      ]);
+      deadline.abort();
+      if (drained) this.#log.info('All workers finished');
+      else this.#log.warn({ inFlight: this.#active }, 'Drain deadline passed with reconciles still running');
+      if (this.#fatal) throw this.#fatal.err;
+    } finally {
+      this.#stopped = true;
+      signal.removeEventListener('abort', onAbort);
+      this.queue.shutDown();
+      for (const w of this.#watches.splice(0)) w.registration?.remove();
+      this.#detachQueueMetrics();
+    }
+  }
+
+  async #waitForSync(stop: AbortSignal): Promise<boolean> {
+    if (this.#watches.length === 0) return !stop.aborted;
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort();
+    stop.addEventListener('abort', onStop, { once: true });
+    const timer = this.#clock.setTimeout(() => ac.abort(), this.cacheSyncTimeoutMs);
+    try {
+      const results = await Promise.all(
+        this.#watches.map(({ source }) =>
+          source.waitForSync ? source.waitForSync(ac.signal) : this.#pollSynced(source, ac.signal),
+        ),
+      );
+      return results.every(Boolean) && !stop.aborted;
+    } catch (err) {
+      this.#log.error({ err }, 'waiting for caches to sync failed');
+      return false;
+    } finally {
+      this.#clock.clearTimeout(timer);
+      stop.removeEventListener('abort', onStop);
+    }
+  }
+
+  async #pollSynced(source: InformerSource<KubeObject>, signal: AbortSignal): Promise<boolean> {
+    while (!source.hasSynced()) {
+      if (!(await sleep(SYNC_POLL_MS, signal, this.#clock))) return false;
+    }
+    return true;
+  }
+
+  async #worker(stop: AbortSignal): Promise<void> {
+    for (;;) {
+      const key = await this.queue.get(stop);
+      if (key === undefined) return;
+      if (stop.aborted) {
+        this.queue.done(key);
+        return;
+      }
+      this.#active++;
+      this.#metrics.activeWorkers.set({ controller: this.name }, this.#active);
+      try {
+        await this.#processKey(key, stop);
+      } catch (err) {
+        // #processKey handles every reconcile outcome; this is only a safety net.
+        this.#log.error({ err, key }, 'internal error processing key');
+        this.queue.done(key);
+      } finally {
+        this.#active--;
+        this.#metrics.activeWorkers.set({ controller: this.name }, this.#active);
+      }
+    }
+  }
+
+  async #processKey(key: string, stop: AbortSignal): Promise<void> {
+    const reconcileID = randomUUID();
+    const log = this.#log.child({ key, reconcileID });
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort(new ControllerShutdownError(this.name));
+    if (stop.aborted) onStop();
+    else stop.addEventListener('abort', onStop, { once: true });
+
+    let timer: TimerHandle | undefined;
+    const timeout = new Promise<Outcome>((resolve) => {
+      const ms = this.reconcileTimeoutMs;
+      if (ms > 0 && Number.isFinite(ms)) {
+        timer = this.#clock.setTimeout(() => {
+          timer = undefined;
+          const err = new ReconcileTimeoutError(ms);
+          ac.abort(err);
+          resolve({ kind: 'timeout', err });
+        }, ms);
+      }
+    });
+
+    const ctx: ReconcileContext = { signal: ac.signal, log, reconcileID, controller: this.name };
+    const startedAt = this.#clock.now();
+    log.debug('Reconciling');
+    const running = this.#invoke(parseKey(key), ctx);
+    const outcome = await Promise.race([running, timeout]);
+    if (timer !== undefined) this.#clock.clearTimeout(timer);
+    stop.removeEventListener('abort', onStop);
+    const seconds = Math.max(0, this.#clock.now() - startedAt) / 1000;
+
+    if (outcome.kind === 'timeout') {
+      this.#recordError(seconds);
+      log.error(
+        { err: outcome.err, timeoutMs: this.reconcileTimeoutMs },
+        'Reconciler timed out; abandoning it and retrying with backoff',
+      );
+      this.queue.addRateLimited(key);
+      // The key stays "processing" until the abandoned reconcile really ends: never two at once.
+      void running.then((late) => {
+        log.warn({ outcome: late.kind }, 'Abandoned reconcile finished');
+        this.queue.done(key);
+      });
+      return;
+    }
+
+    try {
+      this.#handleOutcome(key, outcome, seconds, log, stop);
+    } finally {
+      this.queue.done(key);
+    }
+  }
+
+  #handleOutcome(key: string, outcome: Outcome, seconds: number, log: Logger, stop: AbortSignal): void {
+    if (outcome.kind === 'ok') {
+      const result = outcome.result ?? {};
+      const after = result.requeueAfter;
+      if (typeof after === 'number' && after > 0 && Number.isFinite(after)) {
+        this.queue.forget(key);
+        this.queue.addAfter(key, after);
+        this.#metrics.observeReconcile(this.name, 'requeue_after', seconds);
+        log.debug({ requeueAfterMs: after }, 'Reconcile done, requeueing after delay');
+      } else if (result.requeue) {
+        this.queue.addRateLimited(key);
+        this.#metrics.observeReconcile(this.name, 'requeue', seconds);
+        log.debug('Reconcile done, requeueing with backoff');
+      } else {
+        this.queue.forget(key);
+        this.#metrics.observeReconcile(this.name, 'success', seconds);
+        log.debug('Reconcile successful');
+      }
+      return;
+    }
+    if (outcome.kind !== 'error') return;
+    const { err, panic } = outcome;
+    if (panic) {
+      this.#metrics.reconcilePanics.inc({ controller: this.name });
+      if (!this.recoverPanic) {
+        log.fatal({ err }, 'Panic in reconciler; stopping the controller (recoverPanic is false)');
+        this.#fatal ??= { err };
+        this.#stopNow?.();
+      } else log.error({ err }, 'Observed a panic in reconciler');
+    }
+    this.#recordError(seconds);
+    if (isTerminalError(err)) {
+      this.#metrics.terminalReconcileErrors.inc({ controller: this.name });
+      this.queue.forget(key);
+      log.error({ err }, 'Reconciler returned a terminal error; not retrying');
+      return;
+    }
+    this.queue.addRateLimited(key);
+    if (stop.aborted) log.debug({ err }, 'Reconciler error during shutdown');
+    else log.error({ err, retries: this.queue.numRequeues(key) }, 'Reconciler error');
+  }
+
+  #recordError(seconds: number): void {
+    this.#metrics.reconcileErrors.inc({ controller: this.name });
+    this.#metrics.observeReconcile(this.name, 'error', seconds);
+  }
+
+  /** Calls the reconciler; the returned promise never rejects. */
+  #invoke(req: Request, ctx: ReconcileContext): Promise<Outcome> {
+    let pending: Promise<Result> | Result;
+    try {
+      pending = this.#reconciler(req, ctx);
+    } catch (err) {
+      return Promise.resolve({ kind: 'error', err, panic: true });
+    }
+    return Promise.resolve(pending).then(
+      (result): Outcome => ({ kind: 'ok', result }),
+      (err: unknown): Outcome => ({ kind: 'error', err, panic: isRuntimeFault(err) }),
+    );
+  }
+}
+
+/** A JS runtime fault (the closest thing to a Go panic): ReferenceError, or TypeError with no cause. */
+function isRuntimeFault(err: unknown): boolean {
+  return err instanceof ReferenceError || (err instanceof TypeError && err.cause === undefined);
+}
+
+function isRegistration(value: unknown): value is SourceRegistration {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as SourceRegistration).remove === 'function'
+  );
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}

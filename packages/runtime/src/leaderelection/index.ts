@@ -1,0 +1,23 @@
+/** @opkit/runtime leader election: client-go's leaderelection on a coordination.k8s.io/v1 Lease. */
+export {
+  DEFAULT_LEASE_DURATION_MS,
+  DEFAULT_RENEW_DEADLINE_MS,
+  DEFAULT_RETRY_PERIOD_MS,
+  defaultIdentity,
+  JITTER_FACTOR,
+  type LeaderCallbacks,
+  LeaderElector,
+  type LeaderElectorOptions,
+  validateLeaderElectionTimings,
+} from './leader-elector.ts';
+export {
+  type LeaderElectionRecord,
+  LeaseLock,
+  type LeaseLockOptions,
+  type LeaseObject,
+  LeaseResource,
+  leaseSpecFromRecord,
+  type ResourceLock,
+  recordFromLease,
+  toMicroTime,
+} from './lease-lock.ts';

@@ -1,0 +1,426 @@
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
+import type { KubeObject } from '../../src/api/object.ts';
+import { Backoff } from '../../src/cache/backoff.ts';
+import { ScriptedClient } from '../../src/cache/scripted-client.ts';
+import {
+  ShortWatchError,
+  type WatcherErrorContext,
+  type WatcherEvent,
+  WatchSilenceError,
+  watcher,
+} from '../../src/cache/watcher.ts';
+import { ConnectionError, GoneError, ServerError } from '../../src/client/errors.ts';
+import { FakeClock } from '../../src/util/clock.ts';
+
+const cm = (name: string, rv: string): ConfigMap => ({
+  metadata: { namespace: 'ns', name, uid: `uid-${name}`, resourceVersion: rv },
+  data: { rv },
+});
+
+type Ev = WatcherEvent<ConfigMap>;
+
+/** Short human form of an event: 'init', 'initApply a@1', 'initDone 10', 'apply a@2', 'delete a@3'. */
+function show(ev: Ev): string {
+  switch (ev.type) {
+    case 'init':
+      return 'init';
+    case 'initDone':
+      return `initDone ${ev.resourceVersion}`;
+    default:
+      return `${ev.type} ${ev.object.metadata.name}@${ev.object.metadata.resourceVersion}`;
+  }
+}
+
+async function take(gen: AsyncGenerator<Ev>, n: number, timeoutMs = 2000): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    let timer: NodeJS.Timeout | undefined;
+    const r = await Promise.race([
+      gen.next(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`timed out after ${out.length} events: ${out.join(', ')}`)),
+          timeoutMs,
+        );
+      }),
+    ]);
+    clearTimeout(timer);
+    if (r.done) throw new Error(`generator ended after ${out.join(', ')}`);
+    out.push(show(r.value));
+  }
+  return out;
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+interface Harness {
+  client: ScriptedClient;
+  clock: FakeClock;
+  ac: AbortController;
+  errors: { err: unknown; ctx: WatcherErrorContext }[];
+  gen: AsyncGenerator<Ev, void, undefined>;
+  bookmarks: string[];
+}
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+
+function harness(
+  opts: { silenceTimeoutMs?: number; watchTimeoutSeconds?: number; pageSize?: number } = {},
+): Harness {
+  const client = new ScriptedClient();
+  const clock = new FakeClock(1_000_000);
+  const ac = new AbortController();
+  cleanups.push(() => ac.abort());
+  const errors: Harness['errors'] = [];
+  const bookmarks: string[] = [];
+  const gen = watcher(client, ConfigMaps, {
+    namespace: 'ns',
+    labelSelector: 'app=x',
+    signal: ac.signal,
+    clock,
+    random: () => 0,
+    ...opts,
+    onError: (err, ctx) => errors.push({ err, ctx }),
+    onBookmark: (rv) => bookmarks.push(rv),
+  });
+  return { client, clock, ac, errors, gen, bookmarks };
+}
+
+describe('watcher', () => {
+  it('lists (paginated, with selectors), then watches from the list resourceVersion with bookmarks', async () => {
+    const h = harness({ pageSize: 2 });
+    h.client.queueList(ConfigMaps, { items: [cm('a', '5'), cm('b', '7')], resourceVersion: '10' });
+    assert.deepEqual(await take(h.gen, 4), ['init', 'initApply a@5', 'initApply b@7', 'initDone 10']);
+    const list = h.client.listCalls[0]!.opts;
+    assert.equal(list.limit, 2);
+    assert.equal(list.namespace, 'ns');
+    assert.equal(list.labelSelector, 'app=x');
+    const next = take(h.gen, 3);
+    const w = await h.client.nextWatch();
+    assert.equal(w.opts.resourceVersion, '10');
+    assert.equal(w.opts.allowWatchBookmarks, true);
+    assert.equal(w.opts.namespace, 'ns');
+    assert.equal(w.opts.labelSelector, 'app=x');
+    assert.equal(w.opts.timeoutSeconds, 300, 'random 5-10 min; random() = 0 gives 300 s');
+    w.push({ type: 'ADDED', object: cm('c', '11') });
+    w.bookmark('12');
+    w.push({ type: 'MODIFIED', object: cm('a', '13') }, { type: 'DELETED', object: cm('b', '14') });
+    assert.deepEqual(await next, ['apply c@11', 'apply a@13', 'delete b@14']);
+    assert.deepEqual(h.bookmarks, ['12']);
+    assert.equal(h.errors.length, 0);
+  });
+
+  it('fills in apiVersion/kind on listed objects', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [cm('a', '5')], resourceVersion: '10' });
+    await take(h.gen, 1);
+    const r = await h.gen.next();
+    assert.ok(!r.done && r.value.type === 'initApply');
+    assert.equal((r.value as { object: KubeObject }).object.apiVersion, 'v1');
+    assert.equal((r.value as { object: KubeObject }).object.kind, 'ConfigMap');
+  });
+
+  it('picks a random watch timeout between 5 and 10 minutes per request', async () => {
+    const client = new ScriptedClient();
+    const ac = new AbortController();
+    cleanups.push(() => ac.abort());
+    const draws = [0.5, 0.999];
+    let i = 0;
+    const gen = watcher(client, ConfigMaps, {
+      signal: ac.signal,
+      random: () => draws[i++ % 2]!,
+      clock: new FakeClock(),
+    });
+    client.queueList(ConfigMaps, { items: [], resourceVersion: '1' });
+    await take(gen, 2);
+    void take(gen, 1).catch(() => {});
+    const w = await client.nextWatch();
+    assert.equal(w.opts.timeoutSeconds, 450);
+  });
+
+  it('re-watches from the last resourceVersion after a clean close, without relisting', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [cm('a', '5')], resourceVersion: '10' });
+    await take(h.gen, 3);
+    const next = take(h.gen, 2);
+    const w1 = await h.client.nextWatch();
+    w1.push({ type: 'MODIFIED', object: cm('a', '11') });
+    w1.bookmark('15');
+    w1.close();
+    const w2 = await h.client.nextWatch();
+    assert.equal(w2.opts.resourceVersion, '15', 'resumes at the bookmark');
+    w2.push({ type: 'MODIFIED', object: cm('a', '16') });
+    assert.deepEqual(await next, ['apply a@11', 'apply a@16']);
+    assert.equal(h.client.listCalls.length, 1, 'no relist');
+    assert.equal(h.errors.length, 0);
+  });
+
+  it('relists on 410 Gone thrown by the watch', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [cm('a', '5')], resourceVersion: '10' });
+    await take(h.gen, 3);
+    const next = take(h.gen, 6);
+    const w1 = await h.client.nextWatch();
+    w1.push({ type: 'MODIFIED', object: cm('a', '11') });
+    w1.fail(new GoneError({ code: 410, reason: 'Expired', message: 'too old resource version' }));
+    await tick();
+    h.client.queueList(ConfigMaps, { items: [cm('a', '20'), cm('b', '21')], resourceVersion: '30' });
+    const w2 = await h.client.nextWatch();
+    assert.equal(w2.opts.resourceVersion, '30', 'watches from the new list');
+    w2.push({ type: 'ADDED', object: cm('c', '31') });
+    assert.deepEqual(await next, [
+      'apply a@11',
+      'init',
+      'initApply a@20',
+      'initApply b@21',
+      'initDone 30',
+      'apply c@31',
+    ]);
+    assert.equal(h.client.listCalls.length, 2);
+    assert.ok(h.errors[0]!.err instanceof GoneError);
+    assert.equal(h.errors[0]!.ctx.action, 'relist');
+  });
+
+  it('relists on a 410 delivered as a watch ERROR event', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 3);
+    const w1 = await h.client.nextWatch();
+    w1.push({ type: 'ERROR', object: { kind: 'Status', status: 'Failure', code: 410, reason: 'Expired' } });
+    await tick();
+    h.client.queueList(ConfigMaps, { items: [cm('a', '40')], resourceVersion: '50' });
+    assert.deepEqual(await next, ['init', 'initApply a@40', 'initDone 50']);
+    assert.ok(h.errors[0]!.err instanceof GoneError);
+  });
+
+  it('backs off before relisting when relists keep ending in 410 straight away', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    void take(h.gen, 100).catch(() => {});
+    const gone = () => new GoneError({ code: 410 });
+    (await h.client.nextWatch()).fail(gone()); // first 410: relist at once
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '11' });
+    (await h.client.nextWatch()).fail(gone()); // 410 again, nothing gained since the relist: back off
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '13' });
+    await tick();
+    await tick();
+    assert.equal(h.client.listCalls.length, 2);
+    await h.clock.advanceAsync(800);
+    const w = await h.client.nextWatch();
+    assert.equal(h.client.listCalls.length, 3);
+    assert.equal(w.opts.resourceVersion, '13');
+  });
+
+  it('also backs off when the server keeps answering with 410 ERROR events right after relists', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    void take(h.gen, 100).catch(() => {});
+    const expired = { type: 'ERROR' as const, object: { kind: 'Status', code: 410, reason: 'Expired' } };
+    (await h.client.nextWatch()).push(expired);
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '11' });
+    (await h.client.nextWatch()).push(expired);
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '12' });
+    await tick();
+    await tick();
+    assert.equal(h.client.listCalls.length, 2, 'waiting out a backoff before the third list');
+    await h.clock.advanceAsync(800);
+    await h.client.nextWatch();
+    assert.equal(h.client.listCalls.length, 3);
+  });
+
+  it('backs off on other watch errors and re-watches from the last resourceVersion (no relist)', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 2);
+    const w1 = await h.client.nextWatch();
+    w1.push({ type: 'ADDED', object: cm('a', '11') });
+    w1.fail(new ConnectionError('connect ECONNREFUSED', undefined));
+    await tick();
+    await tick();
+    assert.equal(h.errors.length, 1);
+    assert.ok(h.errors[0]!.err instanceof ConnectionError);
+    assert.deepEqual(h.errors[0]!.ctx, {
+      phase: 'watch',
+      resourceVersion: '11',
+      action: 'backoff',
+      delayMs: 800,
+    });
+    assert.equal(h.client.watches.length, 1, 'waits for the backoff');
+    await h.clock.advanceAsync(799);
+    assert.equal(h.client.watches.length, 1);
+    await h.clock.advanceAsync(1);
+    const w2 = await h.client.nextWatch();
+    assert.equal(w2.opts.resourceVersion, '11');
+    // A second failure in a row doubles the delay.
+    w2.fail(new ServerError({ code: 500 }));
+    await tick();
+    await tick();
+    assert.equal(h.errors[1]!.ctx.delayMs, 1600);
+    await h.clock.advanceAsync(1600);
+    const w3 = await h.client.nextWatch();
+    assert.equal(w3.opts.resourceVersion, '11');
+    w3.push({ type: 'MODIFIED', object: cm('a', '12') });
+    assert.deepEqual(await next, ['apply a@11', 'apply a@12']);
+    assert.equal(h.client.listCalls.length, 1);
+  });
+
+  it('backs off and retries a failed list', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { error: new ConnectionError('refused', undefined) });
+    const next = take(h.gen, 2);
+    await tick();
+    await tick();
+    assert.equal(h.errors[0]?.ctx.phase, 'list');
+    assert.equal(h.errors[0]?.ctx.delayMs, 800);
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '3' });
+    assert.equal(h.client.listCalls.length, 1);
+    await h.clock.advanceAsync(800);
+    assert.deepEqual(await next, ['init', 'initDone 3']);
+    assert.equal(h.client.listCalls.length, 2);
+  });
+
+  it('aborts a watch that stays silent and re-establishes it from the last resourceVersion', async () => {
+    const h = harness({ silenceTimeoutMs: 60_000 });
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    const w1 = await h.client.nextWatch();
+    await h.clock.advanceAsync(59_000);
+    w1.bookmark('12'); // a bookmark is a sign of life: restarts the silence timer
+    await tick();
+    await h.clock.advanceAsync(59_000);
+    assert.equal(w1.signal?.aborted, false);
+    await h.clock.advanceAsync(1_000);
+    assert.equal(w1.signal?.aborted, true, 'silent for 60 s: aborted');
+    const w2 = await h.client.nextWatch();
+    assert.equal(w2.opts.resourceVersion, '12');
+    assert.ok(h.errors[0]!.err instanceof WatchSilenceError);
+    assert.equal(h.errors[0]!.ctx.action, 'rewatch');
+    w2.push({ type: 'ADDED', object: cm('a', '13') });
+    assert.deepEqual(await next, ['apply a@13']);
+    assert.equal(h.client.listCalls.length, 1);
+  });
+
+  it('detects silence even when the client ignores the abort signal', async () => {
+    const h = harness({ silenceTimeoutMs: 1000 });
+    h.client.respectSignal = false;
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    await h.client.nextWatch();
+    await h.clock.advanceAsync(1000);
+    const w2 = await h.client.nextWatch();
+    w2.push({ type: 'ADDED', object: cm('a', '11') });
+    assert.deepEqual(await next, ['apply a@11']);
+  });
+
+  it('defaults the silence timeout to the watch timeout plus 30 s', async () => {
+    const h = harness({ watchTimeoutSeconds: 60 });
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    void take(h.gen, 1).catch(() => {});
+    const w1 = await h.client.nextWatch();
+    await h.clock.advanceAsync(89_999);
+    assert.equal(w1.signal?.aborted, false);
+    await h.clock.advanceAsync(1);
+    assert.equal(w1.signal?.aborted, true);
+  });
+
+  it('does not count time the consumer spends on an event as silence', async () => {
+    const h = harness({ silenceTimeoutMs: 1000 });
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    const w1 = await h.client.nextWatch();
+    w1.push({ type: 'ADDED', object: cm('a', '11') });
+    await next;
+    // The consumer is "busy" (does not call next()) for far longer than the silence timeout.
+    await h.clock.advanceAsync(10_000);
+    assert.equal(w1.signal?.aborted, false);
+  });
+
+  it('treats an immediate empty close as an error (backoff, no hot loop)', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    void take(h.gen, 1).catch(() => {});
+    const w1 = await h.client.nextWatch();
+    w1.close();
+    await tick();
+    await tick();
+    assert.ok(h.errors[0]!.err instanceof ShortWatchError);
+    assert.equal(h.client.watches.length, 1);
+    await h.clock.advanceAsync(800);
+    const w2 = await h.client.nextWatch();
+    assert.equal(w2.opts.resourceVersion, '10');
+  });
+
+  it('returns (without throwing) when the signal aborts, closing the watch', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const pending = h.gen.next();
+    const w1 = await h.client.nextWatch();
+    h.ac.abort();
+    assert.deepEqual(await pending, { done: true, value: undefined });
+    assert.equal(w1.signal?.aborted, true);
+  });
+
+  it('returns when aborted during a backoff or a list', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { error: new ServerError({ code: 503 }) });
+    const pending = h.gen.next();
+    await tick();
+    await tick();
+    assert.equal(h.errors.length, 1);
+    h.ac.abort();
+    assert.deepEqual(await pending, { done: true, value: undefined });
+
+    const h2 = harness();
+    const pending2 = h2.gen.next(); // list waits: nothing queued
+    await tick();
+    h2.ac.abort();
+    assert.deepEqual(await pending2, { done: true, value: undefined });
+  });
+
+  it('closes the underlying watch when the consumer stops iterating', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    const w1 = await h.client.nextWatch();
+    w1.push({ type: 'ADDED', object: cm('a', '11') });
+    await next;
+    await h.gen.return(undefined);
+    assert.equal(w1.signal?.aborted, true);
+  });
+
+  it('accepts a shared Backoff instance and honours 429 Retry-After', async () => {
+    const { TooManyRequestsError } = await import('../../src/client/errors.ts');
+    const client = new ScriptedClient();
+    const clock = new FakeClock();
+    const ac = new AbortController();
+    cleanups.push(() => ac.abort());
+    const errors: WatcherErrorContext[] = [];
+    const gen = watcher(client, ConfigMaps, {
+      signal: ac.signal,
+      clock,
+      backoff: new Backoff({ clock, random: () => 0, initialMs: 100 }),
+      onError: (_e, ctx) => errors.push(ctx),
+    });
+    client.queueList(ConfigMaps, { error: new TooManyRequestsError({ code: 429 }, 5) });
+    void take(gen, 1).catch(() => {});
+    await tick();
+    await tick();
+    assert.equal(errors[0]?.delayMs, 5000);
+  });
+});

@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { type ConfigMap, ConfigMaps, type Namespace, Namespaces, Secrets } from '../../src/api/builtin.ts';
+import { Cache, CacheNotStartedError, forResource, NamespaceNotCachedError } from '../../src/cache/cache.ts';
+import { ScriptedClient } from '../../src/cache/scripted-client.ts';
+import { FakeClient } from '../../src/testing/fake-client.ts';
+
+const cm = (ns: string, name: string, labels: Record<string, string> = {}, ownerUID?: string): ConfigMap => ({
+  metadata: {
+    namespace: ns,
+    name,
+    labels,
+    ...(ownerUID
+      ? { ownerReferences: [{ apiVersion: 'v1', kind: 'X', name: 'o', uid: ownerUID, controller: true }] }
+      : {}),
+  },
+  data: { v: name },
+});
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+function signal(): AbortSignal {
+  const ac = new AbortController();
+  cleanups.push(() => ac.abort());
+  return ac.signal;
+}
+async function until(cond: () => boolean, what: string, ms = 3000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+async function seeded(): Promise<FakeClient> {
+  const client = new FakeClient();
+  await client.create(ConfigMaps, cm('a', 'one', { app: 'web', tier: 'front' }, 'owner-1'));
+  await client.create(ConfigMaps, cm('a', 'two', { app: 'db' }, 'owner-1'));
+  await client.create(ConfigMaps, cm('b', 'three', { app: 'web' }, 'owner-2'));
+  await client.create(Namespaces, { metadata: { name: 'a' } } as Namespace);
+  return client;
+}
+
+describe('Cache', () => {
+  it('throws CacheNotStartedError for reads before start', async () => {
+    const cache = new Cache(new FakeClient());
+    await assert.rejects(cache.get(ConfigMaps, { namespace: 'a', name: 'x' }), CacheNotStartedError);
+    await assert.rejects(cache.list(ConfigMaps), CacheNotStartedError);
+    assert.equal(cache.hasSynced(), false);
+  });
+
+  it('starts informers lazily on first read and waits for their sync', async () => {
+    const client = await seeded();
+    const cache = new Cache(client);
+    void cache.start(signal());
+    assert.equal(client.actions({ verb: 'list' }).length, 0, 'nothing listed before the first read');
+    const one = await cache.get(ConfigMaps, { namespace: 'a', name: 'one' });
+    assert.equal(one?.data?.v, 'one');
+    assert.ok(Object.isFrozen(one));
+    assert.equal(one?.metadata.managedFields, undefined);
+    assert.equal(await cache.get(ConfigMaps, { namespace: 'a', name: 'missing' }), undefined);
+    assert.equal((await cache.get(Namespaces, { name: 'a' }))?.metadata.name, 'a');
+    // one informer (one list) per resource, shared by all reads
+    await cache.list(ConfigMaps);
+    assert.equal(client.actions({ verb: 'list', resource: ConfigMaps }).length, 1);
+    assert.equal(cache.hasSynced(), true);
+    assert.equal(cache.getInformer(ConfigMaps), cache.getInformer(ConfigMaps));
+  });
+
+  it('lists by namespace, label selector, field selector and index', async () => {
+    const cache = new Cache(await seeded());
+    void cache.start(signal());
+    const names = async (p: Promise<readonly { metadata: { name?: string } }[]>) =>
+      (await p).map((o) => o.metadata.name).sort();
+    assert.deepEqual(await names(cache.list(ConfigMaps)), ['one', 'three', 'two']);
+    assert.deepEqual(await names(cache.list(ConfigMaps, { namespace: 'a' })), ['one', 'two']);
+    assert.deepEqual(await names(cache.list(ConfigMaps, { labelSelector: 'app=web' })), ['one', 'three']);
+    assert.deepEqual(
+      await names(cache.list(ConfigMaps, { namespace: 'a', labelSelector: 'app in (web,db),!tier' })),
+      ['two'],
+    );
+    assert.deepEqual(await names(cache.list(ConfigMaps, { fieldSelector: 'metadata.name!=one' })), [
+      'three',
+      'two',
+    ]);
+    assert.deepEqual(
+      await names(cache.list(ConfigMaps, { index: { name: 'controllerUID', value: 'owner-1' } })),
+      ['one', 'two'],
+    );
+  });
+
+  it('sees writes once the watch delivers them', async () => {
+    const client = await seeded();
+    const cache = new Cache(client);
+    void cache.start(signal());
+    await cache.list(ConfigMaps);
+    await client.create(ConfigMaps, cm('a', 'four'));
+    const informer = cache.getInformer(ConfigMaps);
+    await until(() => informer.store.has('a/four'), 'the new object in the cache');
+    await client.delete(ConfigMaps, { namespace: 'a', name: 'one' });
+    await until(() => !informer.store.has('a/one'), 'the deletion in the cache');
+  });
+
+  it('applies per-resource namespace scope, selectors and transform', async () => {
+    const client = await seeded();
+    const cache = new Cache(client, {
+      byResource: [
+        forResource(ConfigMaps, {
+          namespace: 'a',
+          labelSelector: 'app=web',
+          transform: (o) => ({ ...o, data: { slim: 'yes' } }),
+        }),
+      ],
+    });
+    void cache.start(signal());
+    const all = await cache.list(ConfigMaps);
+    assert.deepEqual(
+      all.map((o) => o.metadata.name),
+      ['one'],
+    );
+    assert.deepEqual(all[0]!.data, { slim: 'yes' });
+    const listCall = client.actions({ verb: 'list', resource: ConfigMaps })[0]!;
+    assert.equal(listCall.namespace, 'a', 'the namespace restriction is sent to the API');
+    await assert.rejects(cache.get(ConfigMaps, { namespace: 'b', name: 'three' }), NamespaceNotCachedError);
+    await assert.rejects(cache.list(ConfigMaps, { namespace: 'b' }), NamespaceNotCachedError);
+    // Cluster-scoped resources ignore the namespace scope.
+    assert.equal((await cache.list(Namespaces)).length, 1);
+  });
+
+  it('applies a cache-wide default namespace and transform', async () => {
+    const client = await seeded();
+    const cache = new Cache(client, {
+      namespace: 'b',
+      transform: (o) => ({ ...o, metadata: { ...o.metadata, labels: {} } }),
+    });
+    void cache.start(signal());
+    const items = await cache.list(ConfigMaps);
+    assert.deepEqual(
+      items.map((o) => o.metadata.name),
+      ['three'],
+    );
+    assert.deepEqual(items[0]!.metadata.labels, {});
+  });
+
+  it('configure() only before the informer exists', async () => {
+    const cache = new Cache(await seeded());
+    cache.configure(ConfigMaps, { namespace: 'a' });
+    assert.equal(cache.optionsFor(ConfigMaps).namespace, 'a');
+    cache.getInformer(ConfigMaps);
+    assert.throws(() => cache.configure(ConfigMaps, {}), /already exists/);
+  });
+
+  it('shares one informer per resource and selector', () => {
+    const cache = new Cache(new FakeClient());
+    const a = cache.getInformer(ConfigMaps, { labelSelector: 'x=1' });
+    assert.equal(cache.getInformer(ConfigMaps, { labelSelector: 'x=1' }), a);
+    assert.notEqual(cache.getInformer(ConfigMaps, { labelSelector: 'x=2' }), a);
+    assert.notEqual(cache.getInformer(ConfigMaps), a);
+    assert.notEqual(cache.getInformer(Secrets), cache.getInformer(ConfigMaps));
+  });
+
+  it('waitForCacheSync waits for start and for every informer, and returns false on abort', async () => {
+    const client = new ScriptedClient();
+    const cache = new Cache(client);
+    cache.getInformer(ConfigMaps);
+    const ac = new AbortController();
+    const early = cache.waitForCacheSync(ac.signal);
+    ac.abort();
+    assert.equal(await early, false);
+
+    const sync = cache.waitForCacheSync(signal());
+    void cache.start(signal());
+    cache.getInformer(Secrets);
+    client.queueList(ConfigMaps, { items: [], resourceVersion: '1' });
+    await until(() => cache.getInformer(ConfigMaps).hasSynced(), 'configmaps synced');
+    assert.equal(cache.hasSynced(), false, 'secrets not yet');
+    client.queueList(Secrets, { items: [], resourceVersion: '1' });
+    assert.equal(await sync, true);
+    assert.equal(cache.hasSynced(), true);
+  });
+
+  it('a read aborted while waiting for sync rejects with the abort reason', async () => {
+    const cache = new Cache(new ScriptedClient());
+    void cache.start(signal());
+    const ac = new AbortController();
+    const read = cache.get(ConfigMaps, { namespace: 'a', name: 'x' }, { signal: ac.signal });
+    ac.abort(new Error('gave up'));
+    await assert.rejects(read, /gave up/);
+  });
+
+  it('start() resolves after the signal aborts and all informers stopped', async () => {
+    const client = await seeded();
+    const cache = new Cache(client);
+    const ac = new AbortController();
+    const running = cache.start(ac.signal);
+    await cache.list(ConfigMaps);
+    await cache.list(Namespaces);
+    assert.equal(client.activeWatches(), 2);
+    ac.abort();
+    await running;
+    assert.equal(client.activeWatches(), 0);
+  });
+});

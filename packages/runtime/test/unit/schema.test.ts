@@ -522,9 +522,15 @@ describe('validate', () => {
       'TypeInvalid spec.flag',
       'TypeInvalid spec.id',
       'TypeInvalid spec.port',
+      'TypeInvalid spec.port',
     ]);
     assert.deepEqual(check({ id: '0b5e4a4e-8a1f-4c4b-9d59-0d0f3c2b1a00', port: '80%', maybe: null }), []);
-    assert.deepEqual(check({ name: null }), ['TypeInvalid spec.name']);
+    // Non-nullable nulls: dropped in objects (so only a required one fails), type errors in arrays.
+    assert.deepEqual(check({ name: null, labels: { a: null } }), []);
+    assert.deepEqual(check({ items: [{ name: null }], tags: [null] }), [
+      'Required spec.items[0].name',
+      'TypeInvalid spec.tags[0]',
+    ]);
     assert.deepEqual(check({ pod: { spec: {} } }), [
       'Required spec.pod.apiVersion',
       'Required spec.pod.kind',
@@ -535,6 +541,16 @@ describe('validate', () => {
       'TypeInvalid spec.tags',
     ]);
     assert.deepEqual(check('x'), ['TypeInvalid spec']);
+  });
+
+  test('values are validated after defaulting, as the API server does', () => {
+    const ports = s.array(
+      s.object({ name: s.string(), protocol: s.enum(['TCP', 'UDP'], { default: 'TCP' }) }),
+      { listType: 'map', listMapKeys: ['name', 'protocol'] },
+    );
+    const value = [{ name: 'a' }, { name: 'a', protocol: 'TCP' }];
+    assert.deepEqual(brief(validate(ports, value, { path: 'spec.ports' })), ['Duplicate spec.ports[1]']);
+    assert.deepEqual(validate(ports, value, { defaults: false }), []);
   });
 
   test('unknown fields are ignored unless rejected', () => {
@@ -574,7 +590,9 @@ describe('applyDefaults', () => {
     });
     assert.deepEqual(input, { engine: 'mysql', version: '8.0', storage: '1Gi' });
     assert.equal(applyDefaults(DatabaseSpec, { ...input, replicas: 3 }).replicas, 3);
-    // A non-nullable null is defaulted too.
+    // A non-nullable null is dropped, or defaulted when there is a default.
+    const nulls = { ...input, storageClassName: null } as unknown as typeof input;
+    assert.equal('storageClassName' in applyDefaults(DatabaseSpec, nulls), false);
     assert.equal(
       applyDefaults(DatabaseSpec, { ...input, replicas: null } as unknown as typeof input).replicas,
       1,

@@ -195,11 +195,7 @@ export function defineCustomResource<Sp extends ObjectSchema, St extends ObjectS
   const singular = init.singular ?? init.kind.toLowerCase();
   const listKind = init.listKind ?? `${init.kind}List`;
   const apiVersion = `${init.group}/${init.version}`;
-  const rules = init.validations;
-  const objectRules = Array.isArray(rules)
-    ? rules
-    : ((rules as { object?: readonly ValidationRule[] })?.object ?? []);
-  const specRules = Array.isArray(rules) ? [] : ((rules as { spec?: readonly ValidationRule[] })?.spec ?? []);
+  const { object: objectRules, spec: specRules } = splitRules(init.validations);
 
   let spec: AnySchema = init.spec;
   for (const r of specRules) spec = spec.rule(r);
@@ -301,6 +297,16 @@ export function defineCustomResource<Sp extends ObjectSchema, St extends ObjectS
     is: (obj): obj is T => obj.apiVersion === apiVersion && obj.kind === init.kind,
   };
   return Object.freeze(def);
+}
+
+function splitRules(rules: CustomResourceInit<ObjectSchema, ObjectSchema>['validations']): {
+  object: readonly ValidationRule[];
+  spec: readonly ValidationRule[];
+} {
+  const isList = (r: typeof rules): r is readonly ValidationRule[] => Array.isArray(r);
+  if (rules === undefined) return { object: [], spec: [] };
+  if (isList(rules)) return { object: rules, spec: [] };
+  return { object: rules.object ?? [], spec: rules.spec ?? [] };
 }
 
 function fieldError(type: 'Invalid', path: string, value: unknown, detail: string): FieldError {

@@ -98,6 +98,7 @@ export class WorkQueue<T extends string = string> {
 
   #shuttingDown = false;
   #drainWaiters: (() => void)[] = [];
+  #dispatchScheduled = false;
 
   constructor(options: WorkQueueOptions<T> = {}) {
     this.name = options.name ?? '';
@@ -225,15 +226,27 @@ export class WorkQueue<T extends string = string> {
     return longest / 1000;
   }
 
-  /** Makes a dirty, not-processing key available: straight to a waiting getter if there is one. */
+  /**
+   * Makes a dirty, not-processing key available. Waiting getters are served in a microtask, not
+   * synchronously: a second add() of the same key in the same tick (an update event maps to the old and
+   * the new object's key) must find it still queued and be a no-op, as in client-go.
+   */
   #enqueue(key: T): void {
-    const waiter = this.#waiters.shift();
-    if (waiter === undefined) {
-      this.#queue.push(key);
-      return;
+    this.#queue.push(key);
+    if (this.#waiters.length > 0 && !this.#dispatchScheduled) {
+      this.#dispatchScheduled = true;
+      queueMicrotask(() => this.#dispatch());
     }
-    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
-    waiter.resolve(this.#take(key));
+  }
+
+  #dispatch(): void {
+    this.#dispatchScheduled = false;
+    while (this.#waiters.length > 0 && this.#queue.length > 0) {
+      const waiter = this.#waiters.shift()!;
+      const key = this.#queue.shift()!;
+      if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
+      waiter.resolve(this.#take(key));
+    }
   }
 
   #take(key: T): T {
@@ -251,7 +264,8 @@ export class WorkQueue<T extends string = string> {
     this.#shuttingDown = true;
     this.#delayed.clear();
     this.#armTimer();
-    // Getters only wait while the queue is empty, so nothing is left for them.
+    // Serve what is queued first; the getters still waiting after that get nothing.
+    this.#dispatch();
     for (const waiter of this.#waiters.splice(0)) {
       if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort);
       waiter.resolve(undefined);

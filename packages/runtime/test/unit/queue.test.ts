@@ -449,3 +449,15 @@ describe('FakeClock and sleep', () => {
     assert.deepEqual(ticks, [10, 20, 30]);
   });
 });
+
+it('two adds of the same key in one tick, with a worker already waiting, give one processing', async () => {
+  const q = new WorkQueue<string>();
+  const got = q.get();
+  q.add('a');
+  q.add('a');
+  assert.equal(await got, 'a');
+  q.done('a');
+  assert.equal(q.len(), 0);
+  q.shutDown();
+  assert.equal(await q.get(), undefined);
+});

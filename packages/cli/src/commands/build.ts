@@ -1,0 +1,170 @@
+/**
+ * opkit build: the operator image. The build context is prepared first, in .opkit/build-context: the
+ * Dockerfile, package.json (production dependencies only, local ones packed into vendor/) and src/. Then
+ * docker, podman or buildah builds it, if one is installed and working; otherwise the context is left,
+ * ready for a machine that has one.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, relative, resolve } from 'node:path';
+import { bool, str } from '../args.ts';
+import { CliError, UsageError } from '../errors.ts';
+import { type Io, step } from '../io.ts';
+import { packFolder } from '../packages.ts';
+import { readProject } from '../project.ts';
+import type { Command } from './command.ts';
+
+export const ENGINES = ['docker', 'podman', 'buildah'] as const;
+export type Engine = (typeof ENGINES)[number];
+
+export interface EngineProbe {
+  engine: Engine;
+  installed: boolean;
+  working: boolean;
+  /** Why it does not work (the first line of what `<engine> info` said). */
+  problem?: string;
+}
+
+/** `<engine> --version` says whether it is installed; `<engine> info` whether it can build. */
+export function probeEngine(engine: Engine, env: NodeJS.ProcessEnv = process.env): EngineProbe {
+  const version = spawnSync(engine, ['--version'], { encoding: 'utf8', env, timeout: 15_000 });
+  if (version.error || version.status !== 0) return { engine, installed: false, working: false };
+  const info = spawnSync(engine, ['info'], { encoding: 'utf8', env, timeout: 30_000 });
+  if (info.status === 0) return { engine, installed: true, working: true };
+  const said = `${info.stderr ?? ''}\n${info.stdout ?? ''}`
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const problem =
+    said.find((l) => /cannot|error|denied|not running|failed/i.test(l)) ??
+    said[0] ??
+    `exit code ${info.status}`;
+  return { engine, installed: true, working: false, problem };
+}
+
+interface PackageJson {
+  name?: string;
+  dependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
+  scripts?: Record<string, string>;
+  allowScripts?: unknown;
+  [key: string]: unknown;
+}
+
+/** Writes a self-contained build context; returns its path. */
+export function prepareBuildContext(dir: string, out: string, io: Io): string {
+  readProject(dir);
+  for (const needed of ['Dockerfile', 'package.json', 'src']) {
+    if (!existsSync(join(dir, needed)))
+      throw new CliError(`${needed} is missing`, 'restore it (opkit init writes it)');
+  }
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  cpSync(join(dir, 'Dockerfile'), join(out, 'Dockerfile'));
+  if (existsSync(join(dir, '.dockerignore'))) cpSync(join(dir, '.dockerignore'), join(out, '.dockerignore'));
+  cpSync(join(dir, 'src'), join(out, 'src'), { recursive: true });
+  if (existsSync(join(dir, 'vendor'))) cpSync(join(dir, 'vendor'), join(out, 'vendor'), { recursive: true });
+  mkdirSync(join(out, 'vendor'), { recursive: true });
+
+  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as PackageJson;
+  const deps: Record<string, string> = {};
+  for (const [name, spec] of Object.entries(pkg.dependencies ?? {})) {
+    if (!spec.startsWith('file:')) {
+      deps[name] = spec;
+      continue;
+    }
+    const source = resolve(dir, spec.slice('file:'.length));
+    const inside = relative(dir, source);
+    if (!inside.startsWith('..') && !isAbsolute(inside)) {
+      if (!existsSync(join(out, inside))) cpSync(source, join(out, inside), { recursive: true });
+      deps[name] = `file:${inside.split('\\').join('/')}`;
+      continue;
+    }
+    const folder = name.replace('@', '').replace('/', '-');
+    step(io, `packing ${name} from ${source} into the build context (npm pack)`);
+    packFolder(source, join(out, 'vendor'), folder);
+    deps[name] = `file:vendor/${folder}`;
+  }
+  const { devDependencies: _dev, allowScripts: _allow, scripts, ...rest } = pkg;
+  const production: PackageJson = { ...rest, dependencies: deps };
+  if (scripts?.start) production.scripts = { start: scripts.start };
+  writeFileSync(join(out, 'package.json'), `${JSON.stringify(production, null, 2)}\n`);
+  return out;
+}
+
+export const buildCommand: Command = {
+  name: 'build',
+  summary: 'build the operator image with docker, podman or buildah',
+  options: {
+    image: { type: 'string' },
+    engine: { type: 'string' },
+    output: { type: 'string' },
+    'require-engine': { type: 'boolean' },
+  },
+  help: `Usage: opkit build [--image <img>] [--engine docker|podman|buildah] [--output <dir>] [--require-engine]
+
+Prepares a self-contained build context (default .opkit/build-context: the Dockerfile, src/, package.json
+with the production dependencies, the local @opkit packages packed into vendor/), then builds it with the
+first of docker, podman and buildah that is installed and working (\`<engine> info\` answers). Without one,
+it says so and leaves the context ready: exit code 0, or 1 with --require-engine.
+
+Flags:
+  --image <img>         the image to build (default controller:latest, the placeholder of config/manager)
+  --engine <engine>     use this engine only
+  --output <dir>        where to write the build context (default .opkit/build-context)
+  --require-engine      fail (exit 1) when no engine can build
+
+Examples:
+  opkit build --image registry.example.com/database-operator:v0.1.0
+  opkit build --image database-operator:dev --engine podman
+  opkit build --output /tmp/ctx && docker build -t my-operator:dev /tmp/ctx   # on a machine with an engine`,
+
+  async run(ctx, { values }) {
+    const image = str(values, 'image') ?? 'controller:latest';
+    const wanted = str(values, 'engine');
+    if (wanted !== undefined && !(ENGINES as readonly string[]).includes(wanted)) {
+      throw new UsageError(
+        `--engine must be one of ${ENGINES.join(', ')}, not "${wanted}"`,
+        'e.g. opkit build --engine podman',
+      );
+    }
+    const out = resolve(ctx.cwd, str(values, 'output') ?? '.opkit/build-context');
+    step(ctx.io, `preparing the build context in ${relative(ctx.cwd, out) || out}`);
+    prepareBuildContext(ctx.cwd, out, ctx.io);
+
+    step(ctx.io, `looking for a container engine (${wanted ?? ENGINES.join(', ')})`);
+    const probes = (wanted ? [wanted as Engine] : [...ENGINES]).map((e) => probeEngine(e, ctx.env));
+    const engine = probes.find((p) => p.working);
+    const shown = relative(ctx.cwd, out) || out;
+    if (!engine) {
+      const why = probes
+        .map((p) =>
+          p.installed
+            ? `${p.engine} is installed but cannot build (${p.engine} info: ${p.problem})`
+            : `${p.engine} is not installed`,
+        )
+        .join('; ');
+      const next = `build the ready context where an engine runs: docker build -t ${image} ${shown}`;
+      if (bool(values, 'require-engine', false))
+        throw new CliError(`no working container engine: ${why}`, next);
+      ctx.io.out(`no working container engine: ${why}`);
+      ctx.io.out(`the build context is ready in ${shown} (Dockerfile, package.json, src/, vendor/)`);
+      ctx.io.out(`next: ${next}`);
+      return 0;
+    }
+    const args = engine.engine === 'buildah' ? ['bud', '-t', image, out] : ['build', '-t', image, out];
+    step(ctx.io, `${engine.engine} ${args.join(' ')}`);
+    const built = spawnSync(engine.engine, args, { stdio: 'inherit', env: ctx.env });
+    if (built.status !== 0) {
+      throw new CliError(
+        `${engine.engine} build failed (exit code ${built.status})`,
+        `read the output above; the context is in ${shown}`,
+      );
+    }
+    ctx.io.out(`built ${image} with ${engine.engine}`);
+    ctx.io.out(
+      `next: push it (${engine.engine === 'buildah' ? 'buildah' : engine.engine} push ${image}), then opkit deploy --image ${image}`,
+    );
+    return 0;
+  },
+};

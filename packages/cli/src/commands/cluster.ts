@@ -1,0 +1,66 @@
+/** opkit cluster: the local control plane of @opkit/controlplane (the same as opkit-controlplane). */
+import { runClusterCommand } from '@opkit/controlplane';
+import { bool, str } from '../args.ts';
+import { CliError, UsageError } from '../errors.ts';
+import type { Command } from './command.ts';
+
+const SUBCOMMANDS = ['up', 'down', 'status', 'kubeconfig', 'install'];
+
+export const clusterCommand: Command = {
+  name: 'cluster',
+  summary: 'a real local Kubernetes cluster: up, down, status, kubeconfig, install',
+  options: {
+    name: { type: 'string' },
+    mode: { type: 'string' },
+    nodes: { type: 'string' },
+    print: { type: 'boolean' },
+  },
+  help: `Usage: opkit cluster <up|down|status|kubeconfig|install> [flags]
+
+A real local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes and
+a volume provisioner), built from the official sources and kept running in the background.
+  up          start it and print its kubeconfig path (the first time builds the binaries: minutes)
+  down        stop it and remove its files
+  status      whether it runs, its server and nodes (exit code 1 when not running or not ready)
+  kubeconfig  print its kubeconfig path (--print: the file)
+  install     build the binaries ahead of time
+
+Flags:
+  --name <name>         the cluster's name (default opkit; --local of other commands uses "opkit")
+  --mode <mode>         cluster (default: controllers, scheduler, nodes) or apiserver (etcd + kube-apiserver)
+  --nodes <n>           fake nodes in cluster mode (default 3)
+  --print               with kubeconfig: print the file instead of its path
+
+Examples:
+  opkit cluster up && opkit install --local && opkit run --local
+  kubectl --kubeconfig "$(opkit cluster kubeconfig)" get nodes
+  opkit cluster up --mode apiserver --name ci
+  opkit cluster down`,
+
+  async run(_ctx, { values, positionals }) {
+    // runClusterCommand prints its results on stdout and its progress on stderr itself.
+    const sub = positionals[0];
+    if (!sub || !SUBCOMMANDS.includes(sub)) {
+      throw new UsageError(
+        sub ? `unknown cluster command "${sub}"` : 'opkit cluster needs a command',
+        `one of: opkit cluster ${SUBCOMMANDS.join(' | ')}`,
+      );
+    }
+    if (positionals.length > 1)
+      throw new UsageError(`unexpected argument "${positionals[1]}"`, 'see: opkit cluster --help');
+    const flags: { name?: string; mode?: string; nodes?: string; print?: boolean } = {
+      print: bool(values, 'print', false),
+    };
+    for (const key of ['name', 'mode', 'nodes'] as const) {
+      const v = str(values, key);
+      if (v !== undefined) flags[key] = v;
+    }
+    try {
+      return await runClusterCommand(sub, flags);
+    } catch (err) {
+      const hint = (err as { hint?: unknown }).hint;
+      if (typeof hint === 'string') throw new CliError((err as Error).message, hint);
+      throw err;
+    }
+  },
+};

@@ -1,0 +1,110 @@
+/** Shared by the CLI's tests: temporary folders and running `opkit` in-process or as a process. */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+import { runCli } from '../src/cli.ts';
+import { memoryIo } from '../src/io.ts';
+
+export const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs opkit in this process (fast; generate imports the project's modules here). */
+export async function opkit(
+  cwd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<CliResult> {
+  const io = memoryIo();
+  const code = await runCli(args, { cwd, io, env });
+  return { code, stdout: io.stdout.join('\n'), stderr: io.stderr.join('\n') };
+}
+
+/** Runs opkit as a child process, as a user's shell would. */
+export function opkitProcess(
+  cwd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<CliResult> {
+  return run(process.execPath, [MAIN, ...args], cwd, env);
+}
+
+/**
+ * Runs a command. NODE_TEST_CONTEXT is removed from its environment: a `node --test` started from a test
+ * would otherwise report to this test runner instead of printing its results.
+ */
+export function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<CliResult> {
+  const { NODE_TEST_CONTEXT: _, ...clean } = env;
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, env: clean, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
+}
+
+export function tempDir(prefix: string): { dir: string; [Symbol.dispose](): void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export function read(dir: string, path: string): string {
+  return readFileSync(join(dir, path), 'utf8');
+}
+
+export function readYaml<T = Record<string, unknown>>(dir: string, path: string): T {
+  return parse(read(dir, path)) as T;
+}
+
+/** opkit init + create api (Database, group myapp), in-process; throws when one fails. */
+export async function scaffold(
+  dir: string,
+  opts: { domain?: string; name?: string; api?: string[]; generate?: boolean } = {},
+): Promise<void> {
+  const init = await opkit(dir, [
+    'init',
+    '--domain',
+    opts.domain ?? 'example.com',
+    '--name',
+    opts.name ?? 'db-op',
+    '--repo',
+    'github.com/me/db-op',
+  ]);
+  if (init.code !== 0) throw new Error(`init failed: ${init.stderr}`);
+  const api = await opkit(dir, [
+    'create',
+    'api',
+    ...(opts.api ?? [
+      '--group',
+      'myapp',
+      '--version',
+      'v1',
+      '--kind',
+      'Database',
+      '--resource',
+      '--controller',
+    ]),
+    ...(opts.generate === false ? ['--generate=false'] : []),
+  ]);
+  if (api.code !== 0) throw new Error(`create api failed: ${api.stderr}`);
+}

@@ -2,7 +2,7 @@
  * Runs the test suites with Node's built-in test runner.
  *   node scripts/test.ts               all tests (unit, then integration)
  *   node scripts/test.ts --unit        only test/unit
- *   node scripts/test.ts --integration only test/integration (needs the control plane binaries: npm run setup)
+ *   node scripts/test.ts --integration test/integration (real control planes) and test/replication (real engines)
  *   node scripts/test.ts <file...>     just those files
  * Integration tests start their own control planes; two at a time is what 2 cores take comfortably.
  */
@@ -17,8 +17,8 @@ const pick = (kind: string) => roots.flatMap((r) => globSync(`${r}/test/${kind}/
 let selected: string[];
 if (files.length > 0) selected = files;
 else if (args.includes('--unit')) selected = pick('unit');
-else if (args.includes('--integration')) selected = pick('integration');
-else selected = [...pick('unit'), ...pick('integration')];
+else if (args.includes('--integration')) selected = [...pick('integration'), ...pick('replication')];
+else selected = [...pick('unit'), ...pick('integration'), ...pick('replication')];
 
 if (selected.length === 0) {
   console.error('no test files matched');

@@ -1,0 +1,442 @@
+/**
+ * databases.myapp.example.com/v1 Database: the single source of truth for the custom resource. The
+ * TypeScript types, the CRD manifest (openAPIV3Schema, CEL rules, subresources, printer columns) and
+ * client-side validation all come from this one definition.
+ *
+ * What the API server enforces by itself (x-kubernetes-validations), so that a bad edit is refused at
+ * `kubectl apply` time instead of surfacing later as a failed reconcile:
+ *   - the version is one the engine supports (SUPPORTED_VERSIONS);
+ *   - the engine never changes;
+ *   - storage never shrinks (PVCs cannot shrink);
+ *   - no version downgrade; postgres majors never change in place; mysql moves one release at a time;
+ *   - databaseName, username and storageClassName never change (they only apply at initialization / to
+ *     the PVCs created first, so a later change would silently do nothing);
+ *   - parameters cannot override the settings the operator manages (RESERVED_PARAMETERS);
+ *   - podLabels cannot override the operator's own labels.
+ */
+import { type DefaultedTypeOf, defineCustomResource, s, type TypeOf } from '@opkit/runtime';
+
+export const GROUP = 'myapp.example.com';
+export const VERSION = 'v1';
+
+export const ENGINES = ['mysql', 'postgres'] as const;
+export type EngineName = (typeof ENGINES)[number];
+
+/**
+ * Versions each engine supports, oldest first: the CEL rules, the docs and the image tags all come from
+ * this list. The order matters: an upgrade is a move to a later entry.
+ */
+export const SUPPORTED_VERSIONS = {
+  mysql: ['8.0', '8.4'],
+  postgres: ['14', '15', '16', '17'],
+} as const satisfies Record<EngineName, readonly string[]>;
+
+export type SupportedVersion<E extends EngineName = EngineName> = (typeof SUPPORTED_VERSIONS)[E][number];
+
+/**
+ * How each engine may move between versions in place.
+ *   'next':  one step up the list at a time (mysql 8.0 -> 8.4, the documented upgrade path);
+ *   'never': the version never changes in place (postgres: a major upgrade needs pg_upgrade or a dump and
+ *            restore, which the official image does not do; data files of another major do not start).
+ */
+export const VERSION_UPGRADES = {
+  mysql: 'next',
+  postgres: 'never',
+} as const satisfies Record<EngineName, 'next' | 'never'>;
+
+/**
+ * Settings the operator manages itself (replication, paths, ports, identity). `spec.parameters` may not
+ * set them: the API server refuses them, and the config renderer drops them as a second line of defence.
+ * Lower case; for mysql, with '_' (mysql treats '-' and '_' in option names alike).
+ */
+export const RESERVED_PARAMETERS = {
+  mysql: [
+    'bind_address',
+    'datadir',
+    'enforce_gtid_consistency',
+    'gtid_mode',
+    'log_bin',
+    'log_replica_updates',
+    'log_slave_updates',
+    'pid_file',
+    'port',
+    'read_only',
+    'relay_log',
+    'report_host',
+    'report_port',
+    'server_id',
+    'skip_networking',
+    'skip_replica_start',
+    'skip_slave_start',
+    'socket',
+    'super_read_only',
+    'user',
+  ],
+  postgres: [
+    'archive_mode',
+    'config_file',
+    'data_directory',
+    'hba_file',
+    'hot_standby',
+    'ident_file',
+    'listen_addresses',
+    'max_replication_slots',
+    'max_wal_senders',
+    'port',
+    'primary_conninfo',
+    'primary_slot_name',
+    'restore_command',
+    'unix_socket_directories',
+    'wal_level',
+  ],
+} as const satisfies Record<EngineName, readonly string[]>;
+
+/** app.kubernetes.io/name: the engine ('mysql' | 'postgres'). */
+export const LABEL_NAME = 'app.kubernetes.io/name';
+/** app.kubernetes.io/instance: the Database's name. */
+export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
+/** app.kubernetes.io/managed-by: always MANAGED_BY. */
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+/** app.kubernetes.io/component: 'database' on the pods and StatefulSet, else what the object is. */
+export const LABEL_COMPONENT = 'app.kubernetes.io/component';
+/** The role the operator maintains on each pod: ROLE_PRIMARY or ROLE_REPLICA. Services select on it. */
+export const LABEL_ROLE = `${GROUP}/role`;
+/** Same as LABEL_ROLE. */
+export const ROLE_LABEL = LABEL_ROLE;
+export const MANAGED_BY = 'opkit-database-operator';
+export const ROLE_PRIMARY = 'primary';
+export const ROLE_REPLICA = 'replica';
+export type Role = typeof ROLE_PRIMARY | typeof ROLE_REPLICA;
+/** Pod template annotation: hash of the rendered configuration, so a config change rolls the pods. */
+export const ANNOTATION_CONFIG_HASH = `${GROUP}/config-hash`;
+
+/** The label keys the operator owns; podLabels may not set them. */
+export const OPERATOR_LABELS = [
+  LABEL_NAME,
+  LABEL_INSTANCE,
+  LABEL_MANAGED_BY,
+  LABEL_COMPONENT,
+  LABEL_ROLE,
+] as const;
+
+export const PHASES = [
+  'Pending',
+  'Provisioning',
+  'Running',
+  'Updating',
+  'Degraded',
+  'Failed',
+  'Deleting',
+] as const;
+export type Phase = (typeof PHASES)[number];
+
+export const CONDITION_READY = 'Ready';
+export const CONDITION_PROGRESSING = 'Progressing';
+export const CONDITION_DEGRADED = 'Degraded';
+
+// ---------------------------------------------------------------------------------------------------
+// CEL rules, generated from the constants above.
+
+const celString = (v: string) => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+const celList = (vs: readonly string[]) => `[${vs.map(celString).join(', ')}]`;
+
+/** spec rule: the version is one SUPPORTED_VERSIONS lists for the engine. */
+export function supportedVersionRule(): { rule: string; messageExpression: string; fieldPath: string } {
+  const rule = ENGINES.map(
+    (e) => `(self.engine == ${celString(e)} && self.version in ${celList(SUPPORTED_VERSIONS[e])})`,
+  ).join(' || ');
+  const message = ENGINES.reduceRight(
+    (rest, e) =>
+      `self.engine == ${celString(e)} ? ${celString(
+        `unsupported ${e} version: supported versions are ${SUPPORTED_VERSIONS[e].join(', ')}`,
+      )} : ${rest}`,
+    celString('unsupported engine'),
+  );
+  return {
+    rule,
+    messageExpression: `'version ' + self.version + ': ' + (${message})`,
+    fieldPath: '.version',
+  };
+}
+
+/** A CEL map literal from version to its position in the list. */
+const rankMap = (e: EngineName) =>
+  `{${SUPPORTED_VERSIONS[e].map((v, i) => `${celString(v)}: ${i}`).join(', ')}}`;
+
+/** spec transition rules on version, one or two per engine. */
+export function versionTransitionRules(): { rule: string; message: string; fieldPath: string }[] {
+  const rules: { rule: string; message: string; fieldPath: string }[] = [];
+  for (const e of ENGINES) {
+    const same = `self.engine != ${celString(e)} || oldSelf.engine != ${celString(e)} || self.version == oldSelf.version`;
+    if (VERSION_UPGRADES[e] === 'never') {
+      rules.push({
+        rule: same,
+        message:
+          `${e} major version changes are not done in place (that needs pg_upgrade or a dump and restore): ` +
+          `create a new Database with the new version and migrate the data`,
+        fieldPath: '.version',
+      });
+      continue;
+    }
+    const m = rankMap(e);
+    const known = `!(self.version in ${m}) || !(oldSelf.version in ${m})`;
+    rules.push({
+      rule: `${same} || ${known} || ${m}[self.version] > ${m}[oldSelf.version]`,
+      message: `${e} version downgrades are not supported: restore a backup into a new Database instead`,
+      fieldPath: '.version',
+    });
+    rules.push({
+      rule: `${same} || ${known} || ${m}[self.version] <= ${m}[oldSelf.version] + 1`,
+      message: `${e} upgrades go one release at a time (${SUPPORTED_VERSIONS[e].join(' -> ')}): upgrade to the next version first`,
+      fieldPath: '.version',
+    });
+  }
+  return rules;
+}
+
+/** spec rule: parameters do not set operator-managed settings. */
+export function reservedParametersRule(): { rule: string; messageExpression: string; fieldPath: string } {
+  const checks = ENGINES.map((e) => {
+    const key = e === 'mysql' ? `k.lowerAscii().replace('-', '_')` : 'k.lowerAscii()';
+    return `(self.engine == ${celString(e)} && self.parameters.exists(k, ${key} in ${celList(RESERVED_PARAMETERS[e])}))`;
+  });
+  const message = ENGINES.reduceRight(
+    (rest, e) =>
+      `self.engine == ${celString(e)} ? ${celString(
+        `parameters may not set settings the operator manages for ${e}: ${RESERVED_PARAMETERS[e].join(', ')}`,
+      )} : ${rest}`,
+    celString('parameters may not set settings the operator manages'),
+  );
+  return {
+    rule: `!has(self.parameters) || !(${checks.join(' || ')})`,
+    messageExpression: message,
+    fieldPath: '.parameters',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The schema.
+
+const IDENTIFIER = '^[a-z_][a-z0-9_]*$';
+
+const toleration = s.object({
+  key: s.string({ description: 'Taint key the toleration applies to; empty matches all keys.' }).optional(),
+  operator: s.enum(['Exists', 'Equal'], { description: 'Exists or Equal (default Equal).' }).optional(),
+  value: s.string({ description: 'Taint value the toleration matches (operator Equal).' }).optional(),
+  effect: s
+    .enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute'], { description: 'Taint effect to match.' })
+    .optional(),
+  tolerationSeconds: s
+    .integer({ format: 'int64', description: 'How long a NoExecute taint is tolerated.' })
+    .optional(),
+});
+
+const spec = s.object(
+  {
+    engine: s
+      .enum(ENGINES, { description: 'Database engine: mysql or postgres. Immutable.' })
+      .rule('self == oldSelf', 'engine is immutable: create a new Database to change engines'),
+    version: s.string({
+      description:
+        `Engine version: mysql ${SUPPORTED_VERSIONS.mysql.join(', ')}; ` +
+        `postgres ${SUPPORTED_VERSIONS.postgres.join(', ')} (major versions). ` +
+        'mysql upgrades one release at a time; postgres majors are not changed in place.',
+      minLength: 1,
+      maxLength: 16,
+    }),
+    storage: s
+      .quantity({ description: 'Size of each instance volume, e.g. 10Gi. May grow, never shrink.' })
+      .rule(
+        "!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",
+        'storage must be greater than zero',
+      )
+      .rule(
+        '!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || ' +
+          'quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0',
+        'storage may not shrink: volumes can only grow',
+      ),
+    replicas: s.integer({
+      description: 'Number of instances: one primary, the rest streaming replicas.',
+      minimum: 1,
+      maximum: 5,
+      default: 1,
+      format: 'int32',
+    }),
+    deletionPolicy: s.enum(['Retain', 'Delete'], {
+      description:
+        'What happens to the data volumes when the Database is deleted. Retain (default) keeps them; ' +
+        'Delete removes them.',
+      default: 'Retain',
+    }),
+    storageClassName: s
+      .string({
+        description: 'StorageClass of the volumes; the cluster default when unset. Immutable.',
+        minLength: 1,
+        maxLength: 253,
+      })
+      .optional(),
+    resources: s
+      .resources({
+        description:
+          'Compute resources of the database container. When unset, requests of 100m CPU and 256Mi memory.',
+      })
+      .optional(),
+    databaseName: s.string({
+      description: 'Name of the application database created at initialization. Immutable.',
+      pattern: IDENTIFIER,
+      maxLength: 63,
+      default: 'app',
+    }),
+    username: s.string({
+      description: 'Application user created at initialization, owner of databaseName. Immutable.',
+      pattern: IDENTIFIER,
+      maxLength: 32,
+      default: 'app',
+    }),
+    parameters: s
+      .record(s.string({ maxLength: 1024, pattern: '^[^\\r\\n]*$', description: 'Value of the setting.' }), {
+        description:
+          'Engine configuration settings (postgresql.conf / my.cnf [mysqld]), e.g. ' +
+          '{max_connections: "200"}. Settings the operator manages for replication are refused.',
+        maxProperties: 64,
+      })
+      .rule(
+        "self.all(k, k.size() <= 64 && k.matches('^[A-Za-z_][A-Za-z0-9_.-]*$'))",
+        'parameter names are letters, digits, "_", "." and "-", at most 64 characters',
+      )
+      .optional(),
+    podAnnotations: s
+      .record(s.string(), { description: 'Extra annotations on the database pods.', maxProperties: 64 })
+      .optional(),
+    podLabels: s
+      .record(s.string({ maxLength: 63 }), {
+        description: 'Extra labels on the database pods. The operator-managed labels cannot be set.',
+        maxProperties: 64,
+      })
+      .rule(
+        `!self.exists(k, k in ${celList(OPERATOR_LABELS)})`,
+        `podLabels may not set the labels the operator manages: ${OPERATOR_LABELS.join(', ')}`,
+      )
+      .optional(),
+    serviceType: s.enum(['ClusterIP', 'NodePort', 'LoadBalancer'], {
+      description: 'Type of the read-write and read-only Services (default ClusterIP).',
+      default: 'ClusterIP',
+    }),
+    image: s
+      .string({
+        description:
+          'Overrides the official image (e.g. a mirror in a private registry). It must be the same ' +
+          'engine and version as the official one.',
+        minLength: 1,
+        maxLength: 512,
+      })
+      .optional(),
+    nodeSelector: s
+      .record(s.string(), { description: 'Node labels the database pods must be scheduled on.' })
+      .optional(),
+    tolerations: s
+      .array(toleration, { description: 'Taints the database pods tolerate.', maxItems: 32 })
+      .optional(),
+    priorityClassName: s
+      .string({ description: 'PriorityClass of the database pods.', maxLength: 253 })
+      .optional(),
+  },
+  {
+    description: 'DatabaseSpec is the desired state of a Database.',
+    validations: [
+      supportedVersionRule(),
+      ...versionTransitionRules(),
+      {
+        rule: 'self.databaseName == oldSelf.databaseName',
+        message: 'databaseName is immutable: it is only applied when the database is initialized',
+        fieldPath: '.databaseName',
+      },
+      {
+        rule: 'self.username == oldSelf.username',
+        message: 'username is immutable: it is only applied when the database is initialized',
+        fieldPath: '.username',
+      },
+      {
+        rule:
+          'has(self.storageClassName) == has(oldSelf.storageClassName) && ' +
+          '(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)',
+        message: 'storageClassName is immutable: existing volumes keep their class',
+        fieldPath: '.storageClassName',
+      },
+      reservedParametersRule(),
+    ],
+  },
+);
+
+const status = s.object(
+  {
+    phase: s.enum(PHASES, { description: 'Summary of the Database state.' }).optional(),
+    replicas: s.integer({ format: 'int32', description: 'Instances that exist.' }).optional(),
+    readyReplicas: s.integer({ format: 'int32', description: 'Instances that are ready.' }).optional(),
+    currentPrimary: s.string({ description: 'Name of the pod that is the primary.' }).optional(),
+    endpoints: s
+      .object(
+        {
+          readWrite: s.string({ description: 'DNS name of the read-write (primary) Service.' }),
+          readOnly: s
+            .string({ description: 'DNS name of the read-only (replicas) Service, when replicas > 1.' })
+            .optional(),
+          port: s.integer({ minimum: 1, maximum: 65535, description: 'Port of both Services.' }),
+        },
+        { description: 'Where clients connect.' },
+      )
+      .optional(),
+    secretName: s.string({ description: 'Secret with the credentials and connection details.' }).optional(),
+    observedGeneration: s
+      .integer({ format: 'int64', description: 'The generation the status describes.' })
+      .optional(),
+    conditions: s
+      .conditions({ description: 'Ready, Progressing and Degraded (metav1.Condition).' })
+      .optional(),
+    selector: s.string({ description: 'Label selector of the pods (for the scale subresource).' }).optional(),
+  },
+  { description: 'DatabaseStatus is the observed state of a Database.' },
+);
+
+export const Databases = defineCustomResource({
+  group: GROUP,
+  version: VERSION,
+  kind: 'Database',
+  plural: 'databases',
+  singular: 'database',
+  shortNames: ['db'],
+  scope: 'Namespaced',
+  description: 'Database is a MySQL or PostgreSQL cluster: one primary and streaming replicas.',
+  spec,
+  status,
+  printerColumns: [
+    { name: 'Engine', jsonPath: '.spec.engine' },
+    { name: 'Version', jsonPath: '.spec.version' },
+    { name: 'Replicas', jsonPath: '.spec.replicas' },
+    { name: 'Ready', jsonPath: '.status.readyReplicas' },
+    { name: 'Phase', jsonPath: '.status.phase' },
+    { name: 'Primary', jsonPath: '.status.currentPrimary', priority: 1 },
+    { name: 'Age', jsonPath: '.metadata.creationTimestamp' },
+  ],
+  validations: [
+    {
+      rule: "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 52",
+      message:
+        'name must be a DNS label of at most 52 characters starting with a letter: it names the Services ' +
+        '(<name>, <name>-ro, <name>-headless) and the pods (<name>-N, labelled with a revision hash)',
+      // No fieldPath: the schema does not declare metadata's fields, so the API server refuses one there.
+    },
+  ],
+  scale: {
+    specReplicasPath: '.spec.replicas',
+    statusReplicasPath: '.status.readyReplicas',
+    labelSelectorPath: '.status.selector',
+  },
+});
+
+export type Database = TypeOf<typeof Databases>;
+export type DatabaseSpec = Database['spec'];
+export type DatabaseStatus = NonNullable<Database['status']>;
+/** A Database as read back from the API server: the defaulted spec fields are present. */
+export type DefaultedDatabase = DefaultedTypeOf<typeof Databases>;
+export type DefaultedDatabaseSpec = DefaultedDatabase['spec'];

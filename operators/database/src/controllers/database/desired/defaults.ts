@@ -1,0 +1,7 @@
+/** The builders work on the defaulted spec: a Database read from the API server already is. */
+import { type Database, Databases, type DefaultedDatabase } from '../../../api/v1/database.ts';
+
+/** A copy with the schema defaults applied (a no-op on what the API server returns). */
+export function withDefaults(db: Database | DefaultedDatabase): DefaultedDatabase {
+  return Databases.applyDefaults(db as Database);
+}

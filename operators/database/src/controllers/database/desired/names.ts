@@ -1,0 +1,88 @@
+/**
+ * Names of everything a Database owns, and the keys of its credentials Secret. A leaf module: the
+ * engines and the builders both use it.
+ */
+import type { KubeObject } from '@opkit/runtime';
+
+/** The names of a Database's children, all in the Database's namespace. */
+export interface ChildNames {
+  /** StatefulSet `<name>`; its pods are `<name>-0` (the first primary), `<name>-1`, ... */
+  statefulSet: string;
+  /** Headless Service `<name>-headless`: stable pod DNS names `<name>-N.<name>-headless`. */
+  headless: string;
+  /** Read-write Service `<name>`: selects the primary. */
+  readWrite: string;
+  /** Read-only Service `<name>-ro`: selects the replicas (only with replicas > 1). */
+  readOnly: string;
+  /** Credentials Secret `<name>-credentials`. */
+  secret: string;
+  /** Engine configuration and scripts `<name>-config`. */
+  configMap: string;
+  /** PodDisruptionBudget `<name>` (only with replicas > 1). */
+  podDisruptionBudget: string;
+}
+
+export function childNames(db: KubeObject): ChildNames {
+  const name = db.metadata.name ?? '';
+  return {
+    statefulSet: name,
+    headless: `${name}-headless`,
+    readWrite: name,
+    readOnly: `${name}-ro`,
+    secret: `${name}-credentials`,
+    configMap: `${name}-config`,
+    podDisruptionBudget: name,
+  };
+}
+
+/** Name of the pod with this ordinal. */
+export function podName(db: KubeObject, ordinal: number): string {
+  return `${db.metadata.name ?? ''}-${ordinal}`;
+}
+
+/** The pod that starts as the primary: ordinal 0. */
+export function initialPrimaryPod(db: KubeObject): string {
+  return podName(db, 0);
+}
+
+/** A pod's stable DNS name within the namespace: `<name>-N.<name>-headless`. */
+export function podHost(db: KubeObject, ordinal: number): string {
+  return `${podName(db, ordinal)}.${childNames(db).headless}`;
+}
+
+/** Keys of the credentials Secret. Usernames and the database name are there too, so pods read them all from one place. */
+export const SECRET_KEYS = {
+  adminUsername: 'admin-username',
+  adminPassword: 'admin-password',
+  appUsername: 'app-username',
+  appPassword: 'app-password',
+  replicationUsername: 'replication-username',
+  replicationPassword: 'replication-password',
+  database: 'database',
+  host: 'host',
+  port: 'port',
+} as const;
+
+export type SecretKey = (typeof SECRET_KEYS)[keyof typeof SECRET_KEYS];
+
+/** The password keys: generated randomly, never regenerated. */
+export const PASSWORD_KEYS = [
+  SECRET_KEYS.adminPassword,
+  SECRET_KEYS.appPassword,
+  SECRET_KEYS.replicationPassword,
+] as const;
+
+/** Volume names in the pod template. */
+export const VOLUMES = {
+  /** The volumeClaimTemplate: one PVC per pod, `data-<name>-N`. */
+  data: 'data',
+  /** The ConfigMap, all keys, at CONFIG_DIR. */
+  config: 'config',
+  /** The ConfigMap's init script only, at /docker-entrypoint-initdb.d. */
+  initdb: 'initdb',
+} as const;
+
+/** Where the ConfigMap is mounted in every container. */
+export const CONFIG_DIR = '/etc/opkit';
+/** Where the official images look for first-start scripts. */
+export const INITDB_DIR = '/docker-entrypoint-initdb.d';

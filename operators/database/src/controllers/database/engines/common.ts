@@ -1,0 +1,50 @@
+/** Helpers shared by the engine modules: env from the Secret, probes, SQL/shell quoting snippets. */
+import type { DefaultedDatabase } from '../../../api/v1/database.ts';
+import { childNames, type SecretKey } from '../desired/names.ts';
+import type { EnvVar, Probe } from './types.ts';
+
+/** An env var read from the credentials Secret (never an inline value). */
+export function secretEnv(name: string, db: DefaultedDatabase, key: SecretKey): EnvVar {
+  return { name, valueFrom: { secretKeyRef: { name: childNames(db).secret, key } } };
+}
+
+/** An env var from the pod's own metadata (downward API). */
+export function fieldEnv(name: string, fieldPath: string): EnvVar {
+  return { name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } };
+}
+
+/** A plain env var: only for values that are not secrets (paths, host names, ports). */
+export function valueEnv(name: string, value: string | number): EnvVar {
+  return { name, value: String(value) };
+}
+
+export interface ProbeTiming {
+  periodSeconds: number;
+  timeoutSeconds: number;
+  failureThreshold: number;
+  initialDelaySeconds?: number;
+}
+
+/** An exec probe. */
+export function execProbe(command: string[], timing: ProbeTiming): Probe {
+  return { exec: { command }, successThreshold: 1, ...timing };
+}
+
+/**
+ * Startup may take long (initdb, crash recovery, a large buffer pool): 10 s x 180 = 30 minutes before the
+ * kubelet gives up. Liveness and readiness only start once startup succeeded.
+ */
+export const STARTUP_TIMING: ProbeTiming = { periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 180 };
+export const READINESS_TIMING: ProbeTiming = { periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3 };
+/** A minute of failures before a restart: a busy server is not a dead one. */
+export const LIVENESS_TIMING: ProbeTiming = { periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 6 };
+
+/** Every env var name a script requires with `${NAME:?}`: the tests check the pod provides them. */
+export function requiredEnv(script: string): string[] {
+  return [...new Set([...script.matchAll(/\$\{([A-Z_][A-Z0-9_]*):\?/g)].map((m) => m[1] ?? ''))].sort();
+}
+
+/** Single-quotes a value for POSIX sh. */
+export function shQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}

@@ -1,0 +1,74 @@
+/**
+ * What an engine module provides: everything engine-specific about the pods (image, port, data layout,
+ * environment, probes, configuration files, scripts, replication wiring). The builders in desired/ put
+ * these pieces into the StatefulSet and ConfigMap; they know nothing about either engine.
+ */
+import type { StatefulSet } from '@opkit/runtime';
+import type { DefaultedDatabase, EngineName } from '../../../api/v1/database.ts';
+
+type PodSpec = NonNullable<NonNullable<NonNullable<StatefulSet['spec']>['template']>['spec']>;
+export type Container = PodSpec['containers'][number];
+export type Volume = NonNullable<PodSpec['volumes']>[number];
+export type VolumeMount = NonNullable<Container['volumeMounts']>[number];
+export type EnvVar = NonNullable<Container['env']>[number];
+export type Probe = NonNullable<Container['readinessProbe']>;
+export type ResourceRequirements = NonNullable<Container['resources']>;
+export type SecurityContext = NonNullable<Container['securityContext']>;
+
+/** Where the data volume is mounted and where, inside it, the engine keeps its files. */
+export interface DataLayout {
+  /** Mount path of the `data` volume. */
+  mountPath: string;
+  /**
+   * The engine's data directory: a SUBDIRECTORY of the mount, because a fresh volume may hold
+   * lost+found, and initdb / mysqld --initialize refuse a non-empty directory.
+   */
+  dataDir: string;
+}
+
+export interface Probes {
+  startup: Probe;
+  readiness: Probe;
+  liveness: Probe;
+}
+
+/** What the builders hand the engine for its containers. */
+export interface PodContext {
+  /** The image to run (spec.image, or the engine's official image for spec.version). */
+  image: string;
+  /** Resources of the database container (spec.resources or the defaults). */
+  resources: ResourceRequirements;
+  /** The restricted container security context every container gets. */
+  securityContext: SecurityContext;
+}
+
+/** The engine's part of the pod template. */
+export interface EnginePod {
+  initContainers: Container[];
+  /** The database container first, then any sidecars. */
+  containers: Container[];
+  /** Volumes besides `data` (the volumeClaimTemplate). */
+  volumes: Volume[];
+  terminationGracePeriodSeconds: number;
+}
+
+export interface Engine {
+  readonly name: EngineName;
+  /** The port clients and replicas connect to. */
+  readonly port: number;
+  /** Name of the container port (Services target it by name). */
+  readonly portName: string;
+  /** The uid and gid the official image runs the server as. */
+  readonly uid: number;
+  readonly gid: number;
+  /** The superuser: postgres / root. */
+  readonly adminUsername: string;
+  /** The user replicas connect as. */
+  readonly replicationUsername: string;
+  /** The official image for a version (postgres:<major>, mysql:<version>). */
+  image(version: string): string;
+  layout(version: string): DataLayout;
+  /** The ConfigMap's data: configuration files and scripts. Never a secret value. */
+  configData(db: DefaultedDatabase): Record<string, string>;
+  pod(db: DefaultedDatabase, ctx: PodContext): EnginePod;
+}

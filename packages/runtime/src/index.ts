@@ -11,6 +11,7 @@
  */
 export * from './api/builtin.ts';
 export * from './api/object.ts';
+export * from './api/quantity.ts';
 export * from './api/resource.ts';
 export * from './cache/index.ts';
 export * from './client/index.ts';

@@ -1,4 +1,8 @@
-/** Parses a Kubernetes resource quantity ("10Gi", "500M", "1.5Ti", "100m") into a number of base units. */
+/**
+ * Parses a Kubernetes resource quantity ("10Gi", "500M", "1.5Ti", "100m") into a number of base units.
+ * A small copy of @opkit/runtime's parseQuantity: the control plane must not depend on the runtime,
+ * whose tests depend on the control plane.
+ */
 const SUFFIX: Record<string, number> = {
   '': 1,
   m: 1e-3,

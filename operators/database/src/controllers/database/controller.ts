@@ -1,0 +1,137 @@
+/**
+ * The Database controller: what it watches and how events map to Databases.
+ *
+ *   Database            its own events; updates only when the spec (generation) changed or deletion began
+ *   StatefulSet, Service, Secret, ConfigMap, PodDisruptionBudget
+ *                       owned children: any change (status too) reconciles the controlling Database, so
+ *                       drift is repaired and readiness reaches the status
+ *   Pod                 mapped to its Database by the app.kubernetes.io/instance label (pods are owned by
+ *                       the StatefulSet, not the Database): readiness and role labels
+ *   PersistentVolumeClaim  same mapping: expansion progress
+ *
+ * Every child informer is restricted to the objects the operator manages (label
+ * app.kubernetes.io/managed-by=opkit-database-operator), so the operator never caches the cluster's
+ * other Secrets, pods or claims.
+ */
+import {
+  ConfigMaps,
+  type Controller,
+  controllerFor,
+  type EventObject,
+  generationChanged,
+  type KubeObject,
+  type Manager,
+  or,
+  type PersistentVolumeClaim,
+  PersistentVolumeClaims,
+  type Pod,
+  PodDisruptionBudgets,
+  Pods,
+  type Predicate,
+  type Request,
+  type Resource,
+  Secrets,
+  Services,
+  StatefulSets,
+} from '@opkit/runtime';
+import {
+  type Database,
+  Databases,
+  LABEL_INSTANCE,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from '../../api/v1/database.ts';
+import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
+
+export const CONTROLLER_NAME = 'database';
+/** reportingController of the operator's Events. */
+export const EVENT_SOURCE = 'myapp.example.com/database-operator';
+
+/** The kinds the operator caches, each restricted to the objects it manages. */
+export const MANAGED_KINDS: readonly Resource[] = [
+  StatefulSets,
+  Services,
+  Secrets,
+  ConfigMaps,
+  PodDisruptionBudgets,
+  Pods,
+  PersistentVolumeClaims,
+] as Resource[];
+
+export interface DatabaseControllerOptions {
+  /** Databases reconciled in parallel (default 2). */
+  maxConcurrentReconciles?: number;
+}
+
+/** A managed object to the Database named by its instance label (pods and PVCs are not owned by it). */
+export function databaseOf(obj: EventObject): Request[] {
+  const labels = obj.metadata.labels;
+  const name = labels?.[LABEL_INSTANCE];
+  if (!name || labels?.[LABEL_MANAGED_BY] !== MANAGED_BY || !obj.metadata.namespace) return [];
+  return [{ namespace: obj.metadata.namespace, name }];
+}
+
+/** Update events of the Database pass when the spec changed or deletion started (not status writes). */
+export function databasePredicate(): Predicate<Database> {
+  return or<Database>(generationChanged<Database>(), {
+    update: (o, n) => o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp,
+  });
+}
+
+function podReady(pod: EventObject<Pod>): string | undefined {
+  return pod.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+}
+
+/** Pod updates that matter: labels (role), readiness, phase, deletion. */
+export function podPredicate(): Predicate<Pod> {
+  return {
+    update: (o, n) =>
+      JSON.stringify(o.metadata.labels ?? {}) !== JSON.stringify(n.metadata.labels ?? {}) ||
+      podReady(o) !== podReady(n) ||
+      o.status?.phase !== n.status?.phase ||
+      o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp,
+  };
+}
+
+/** PVC updates that matter: the requested size, the capacity, the phase, resize conditions, deletion. */
+export function claimPredicate(): Predicate<PersistentVolumeClaim> {
+  const view = (c: EventObject<PersistentVolumeClaim>) =>
+    JSON.stringify([
+      c.spec?.resources?.requests?.storage,
+      c.status?.capacity?.storage,
+      c.status?.phase,
+      c.status?.conditions?.map((x) => [x.type, x.status]),
+      c.metadata.deletionTimestamp,
+    ]);
+  return { update: (o, n) => view(o) !== view(n) };
+}
+
+/**
+ * Registers the controller with the manager (call before mgr.start()). Restricts the child informers
+ * to managed objects first, so every read and watch of the operator goes through those.
+ */
+export function setupDatabaseController(
+  mgr: Manager,
+  opts: DatabaseControllerOptions = {},
+): Controller<Database> {
+  for (const kind of MANAGED_KINDS) {
+    mgr.cache.configure(kind as Resource<KubeObject>, { labelSelector: MANAGED_SELECTOR });
+  }
+  const reconciler = databaseReconciler({
+    client: mgr.client,
+    reader: cacheReader(mgr.cache),
+    recorder: mgr.getEventRecorder(EVENT_SOURCE),
+  });
+  return controllerFor(mgr, Databases.resource)
+    .named(CONTROLLER_NAME)
+    .withPredicates(databasePredicate())
+    .owns(StatefulSets)
+    .owns(Services)
+    .owns(Secrets)
+    .owns(ConfigMaps)
+    .owns(PodDisruptionBudgets)
+    .watches(Pods, databaseOf, { predicates: [podPredicate()] })
+    .watches(PersistentVolumeClaims, databaseOf, { predicates: [claimPredicate()] })
+    .withOptions({ maxConcurrentReconciles: opts.maxConcurrentReconciles ?? 2 })
+    .complete(reconciler);
+}

@@ -1,0 +1,653 @@
+/**
+ * The Database reconcile: idempotent, and no API write when nothing changed.
+ *
+ * Every read comes from the informer cache (the `Reader`); every write goes through createOrUpdate,
+ * which compares the desired object with the live one by the subset rule and skips the write when the
+ * desired fields are already there. Status is written with patchStatus, which skips an unchanged status.
+ *
+ * Order:
+ *   1. finalizer: deletionPolicy Delete keeps `myapp.example.com/finalizer` on the Database; at deletion it
+ *      deletes the StatefulSet and the data PVCs, then removes itself. Retain needs no finalizer (and one
+ *      left from an earlier Delete policy is removed). Deletion never waits on children.
+ *   2. credentials Secret: created once with random passwords; afterwards only missing keys are added,
+ *      present ones are never touched. Values never reach logs, events or status.
+ *   3. ConfigMap, 4. Services (headless, read-write; read-only only with replicas > 1),
+ *   5. StatefulSet (spec changes applied; volumeClaimTemplates are immutable: a storage increase patches
+ *      each PVC and then recreates the StatefulSet with orphan deletion, so pods and PVCs stay),
+ *   6. PodDisruptionBudget (replicas > 1 only), 7. role labels on the pods (ordinal 0 primary),
+ *   8. status, from the real StatefulSet and pods.
+ * Errors: the API refusing a child (422 Invalid, a child owned by something else) is terminal: a Warning
+ * event, status Failed with the message, and a TerminalError (no retry until something changes). Other
+ * errors are retried with backoff (and a Warning event).
+ */
+import {
+  AlreadyExistsError,
+  AlreadyOwnedError,
+  addFinalizer,
+  BadRequestError,
+  type Client,
+  ConfigMaps,
+  ConflictError,
+  type CreateOrUpdateResult,
+  createOrUpdate,
+  getControllerOf,
+  hasFinalizer,
+  InvalidError,
+  InvalidOwnerError,
+  isBeingDeleted,
+  isControlledBy,
+  type KubeObject,
+  type Logger,
+  NotFoundError,
+  type Now,
+  type ObjectKey,
+  type PersistentVolumeClaim,
+  PersistentVolumeClaims,
+  type Pod,
+  PodDisruptionBudgets,
+  Pods,
+  patchStatus,
+  type ReconcileContext,
+  type Reconciler,
+  type Resource,
+  type Result,
+  removeFinalizer,
+  requeueAfter,
+  type Secret,
+  Secrets,
+  Services,
+  type StatefulSet,
+  StatefulSets,
+  setControllerReference,
+  TerminalError,
+} from '@opkit/runtime';
+import {
+  type Database,
+  type DatabaseStatus,
+  Databases,
+  type DefaultedDatabase,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+  ROLE_LABEL,
+} from '../../api/v1/database.ts';
+import { deleteData, FINALIZER, wantsFinalizer } from './deletion.ts';
+import {
+  configHash,
+  configMap,
+  credentialsSecret,
+  endpoints,
+  headlessService,
+  podDisruptionBudget,
+  readOnlyService,
+  readWriteService,
+  statefulSet,
+} from './desired/index.ts';
+import { selectorString } from './desired/labels.ts';
+import { syncRoleLabels } from './roles.ts';
+import { computeStatus, type Failure, type Observed } from './status.ts';
+import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
+
+/** The label every object the operator manages carries: what the informers are restricted to. */
+export const MANAGED_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
+
+/** Where the reconcile reads from: the manager's cache in production, the client in unit tests. */
+export interface Reader {
+  get<T extends KubeObject>(res: Resource<T>, key: ObjectKey): Promise<T | undefined>;
+  list<T extends KubeObject>(
+    res: Resource<T>,
+    opts: { namespace: string; labelSelector?: string },
+  ): Promise<T[]>;
+}
+
+/** The subset of EventRecorder the reconcile uses. */
+export interface Recorder {
+  normal(regarding: KubeObject, reason: string, action: string, note: string, related?: KubeObject): void;
+  warning(regarding: KubeObject, reason: string, action: string, note: string, related?: KubeObject): void;
+}
+
+export interface ReconcilerDeps {
+  client: Client;
+  reader: Reader;
+  recorder: Recorder;
+  /** Time for condition transitions (tests). */
+  now?: Now;
+}
+
+/** A Reader over the informer cache (objects are frozen: never mutate them, copy first). */
+export function cacheReader(cache: {
+  get<T extends KubeObject>(res: Resource<T>, key: ObjectKey): Promise<unknown>;
+  list<T extends KubeObject>(
+    res: Resource<T>,
+    opts: { namespace?: string; labelSelector?: string },
+  ): Promise<unknown[]>;
+}): Reader {
+  return {
+    get: async <T extends KubeObject>(res: Resource<T>, key: ObjectKey) =>
+      (await cache.get(res, key)) as T | undefined,
+    list: async <T extends KubeObject>(
+      res: Resource<T>,
+      opts: { namespace: string; labelSelector?: string },
+    ) => (await cache.list(res, opts)) as T[],
+  };
+}
+
+/** A Reader straight from the API (uncached): unit tests with the FakeClient, tools. */
+export function clientReader(client: Client): Reader {
+  return {
+    async get<T extends KubeObject>(res: Resource<T>, key: ObjectKey): Promise<T | undefined> {
+      try {
+        return await client.get(res, key);
+      } catch (err) {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      }
+    },
+    async list<T extends KubeObject>(res: Resource<T>, opts: { namespace: string; labelSelector?: string }) {
+      return (await client.list(res, opts)).items;
+    },
+  };
+}
+
+/** A child write the API refused; `terminal` when retrying cannot help. */
+class ChildError extends Error {
+  readonly kind: string;
+  readonly childName: string;
+  readonly terminal: boolean;
+  readonly reason: string;
+  constructor(kind: string, childName: string, cause: unknown) {
+    const message = cause instanceof Error ? cause.message : String(cause);
+    super(`${kind} ${childName}: ${message}`, { cause });
+    this.name = 'ChildError';
+    this.kind = kind;
+    this.childName = childName;
+    this.terminal =
+      cause instanceof InvalidError ||
+      cause instanceof BadRequestError ||
+      cause instanceof AlreadyOwnedError ||
+      cause instanceof InvalidOwnerError;
+    this.reason =
+      cause instanceof AlreadyOwnedError || cause instanceof InvalidOwnerError
+        ? `${kind}NotOwned`
+        : cause instanceof InvalidError || cause instanceof BadRequestError
+          ? `Invalid${kind}`
+          : `${kind}Failed`;
+  }
+}
+
+function withTypeMeta<T extends KubeObject>(res: Resource<T>, obj: T): T {
+  return { ...obj, apiVersion: obj.apiVersion ?? res.apiVersion, kind: obj.kind ?? res.kind };
+}
+
+function mainImage(sts: StatefulSet | undefined): string | undefined {
+  return sts?.spec?.template?.spec?.containers?.[0]?.image;
+}
+
+/** The volumeClaimTemplates of `desired` whose storage request is bigger than the live ones'. */
+function grownTemplates(live: StatefulSet, desired: StatefulSet): string[] {
+  const grown: string[] = [];
+  for (const want of desired.spec?.volumeClaimTemplates ?? []) {
+    const name = want.metadata?.name;
+    const have = live.spec?.volumeClaimTemplates?.find((t) => t.metadata?.name === name);
+    const size = (s: typeof want | undefined) => s?.spec?.resources?.requests?.storage as string | undefined;
+    if (have && compareSizes(size(have), size(want)) === -1) grown.push(name ?? '');
+  }
+  return grown;
+}
+
+/** One reconcile of one Database; a class so the steps share the Database, the deps and the findings. */
+class Run {
+  readonly deps: ReconcilerDeps;
+  readonly signal: AbortSignal | undefined;
+  readonly log: Logger | undefined;
+  db: Database;
+  readonly spec: DefaultedDatabase;
+  readonly ns: string;
+  /** spec.storage as a string quantity. */
+  readonly storageSize: string;
+  // Findings for the status.
+  secretName: string | undefined;
+  sts: StatefulSet | undefined;
+  recreating = false;
+  pods: Pod[] = [];
+  storage: StorageReport = emptyStorageReport();
+
+  constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
+    this.deps = deps;
+    this.db = db;
+    this.spec = Databases.applyDefaults(db) as DefaultedDatabase;
+    this.ns = db.metadata.namespace ?? 'default';
+    this.storageSize = String(this.spec.spec.storage);
+    this.signal = signal;
+    this.log = log;
+  }
+
+  get client(): Client {
+    return this.deps.client;
+  }
+
+  normal(reason: string, action: string, note: string, related?: KubeObject): void {
+    this.deps.recorder.normal(this.db, reason, action, note, related);
+    this.log?.info({ reason, related: related?.metadata.name }, note);
+  }
+
+  warning(reason: string, action: string, note: string, related?: KubeObject): void {
+    this.deps.recorder.warning(this.db, reason, action, note, related);
+    this.log?.warn({ reason, related: related?.metadata.name }, note);
+  }
+
+  /** Runs one child step, turning API refusals into ChildErrors that name the child. */
+  async step<T>(kind: string, name: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof ChildError) throw err;
+      throw new ChildError(kind, name, err);
+    }
+  }
+
+  own<T extends KubeObject>(child: T): T {
+    child.metadata.namespace ??= this.ns;
+    return setControllerReference(this.db, child, Databases.resource);
+  }
+
+  /** createOrUpdate against the cache, with an event when something was written. */
+  async ensure<T extends KubeObject>(res: Resource<T>, desired: T): Promise<CreateOrUpdateResult<T>> {
+    const name = desired.metadata.name ?? '';
+    return this.step(res.kind, name, async () => {
+      const live = await this.deps.reader.get(res, { namespace: this.ns, name });
+      const owner = live ? getControllerOf(live) : undefined;
+      // Never take over an object another controller owns (one without a controller is adopted).
+      if (live && owner && owner.uid !== this.db.metadata.uid) throw new AlreadyOwnedError(owner, live);
+      const result = await createOrUpdate(this.client, res, this.own(desired), {
+        reader: this.deps.reader,
+        signal: this.signal,
+      });
+      const obj = withTypeMeta(res, result.object);
+      if (result.operation === 'created')
+        this.normal('Created', 'Create', `Created ${res.kind} ${name}`, obj);
+      else if (result.operation === 'updated')
+        this.normal('Updated', 'Update', `Updated ${res.kind} ${name}`, obj);
+      return result;
+    });
+  }
+
+  /** Deletes an optional child that should not exist (only when this Database controls it). */
+  async remove<T extends KubeObject>(res: Resource<T>, name: string): Promise<void> {
+    const live = await this.deps.reader.get(res, { namespace: this.ns, name });
+    if (!live || isBeingDeleted(live) || !isControlledBy(live, this.db)) return;
+    await this.step(res.kind, name, async () => {
+      try {
+        await this.client.delete(
+          res,
+          { namespace: this.ns, name },
+          { preconditions: { uid: live.metadata.uid ?? '' }, signal: this.signal },
+        );
+        this.normal(
+          'Deleted',
+          'Delete',
+          `Deleted ${res.kind} ${name}: not needed with 1 replica`,
+          withTypeMeta(res, live),
+        );
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+      }
+    });
+  }
+
+  // --- the steps ---
+
+  async secret(): Promise<void> {
+    const full = credentialsSecret(this.spec) as Secret;
+    const name = full.metadata.name ?? '';
+    await this.step('Secret', name, async () => {
+      let existing = await this.deps.reader.get(Secrets, { namespace: this.ns, name });
+      if (!existing) {
+        try {
+          const created = await this.client.create(Secrets, this.own(full), { signal: this.signal });
+          const hadOne = Boolean(this.db.status?.secretName);
+          if (hadOne) {
+            this.warning(
+              'SecretRecreated',
+              'Create',
+              `Secret ${name} was missing and has been created with new passwords; a database initialized ` +
+                'earlier keeps its old passwords until they are changed in the database',
+              withTypeMeta(Secrets, created),
+            );
+          } else this.normal('Created', 'Create', `Created Secret ${name}`, withTypeMeta(Secrets, created));
+          this.secretName = name;
+          return;
+        } catch (err) {
+          // Not in the cache (it lags, or the Secret lost the managed-by label): read it from the API.
+          if (!(err instanceof AlreadyExistsError)) throw err;
+          existing = await this.client.get(Secrets, { namespace: this.ns, name }, { signal: this.signal });
+        }
+      }
+      this.secretName = name;
+      const missing = credentialsSecret(this.spec, existing);
+      const add = { ...(missing?.data ?? {}) };
+      const addString = { ...(missing?.stringData ?? {}) };
+      for (const k of Object.keys(existing.data ?? {})) {
+        delete add[k];
+        delete addString[k];
+      }
+      const keys = [...new Set([...Object.keys(add), ...Object.keys(addString)])].sort();
+      if (keys.length === 0) return;
+      await this.client.patch(
+        Secrets,
+        { namespace: this.ns, name },
+        {
+          type: 'merge',
+          body: {
+            metadata: { uid: existing.metadata.uid },
+            ...(Object.keys(add).length ? { data: add } : {}),
+            ...(Object.keys(addString).length ? { stringData: addString } : {}),
+          },
+        },
+        { signal: this.signal },
+      );
+      // Key names only: never a value.
+      this.normal(
+        'Updated',
+        'Update',
+        `Added missing keys to Secret ${name}: ${keys.join(', ')}`,
+        withTypeMeta(Secrets, existing),
+      );
+    });
+  }
+
+  async config(): Promise<string> {
+    const desired = configMap(this.spec);
+    await this.ensure(ConfigMaps, desired);
+    return configHash(desired);
+  }
+
+  async services(): Promise<void> {
+    await this.ensure(Services, headlessService(this.spec));
+    await this.ensure(Services, readWriteService(this.spec));
+    const ro = readOnlyService(this.spec);
+    if (ro) await this.ensure(Services, ro);
+    else await this.remove(Services, `${this.db.metadata.name}-ro`);
+  }
+
+  async statefulSetStep(hash: string): Promise<void> {
+    const desired = this.own(statefulSet(this.spec, { configHash: hash }));
+    const name = desired.metadata.name ?? '';
+    const live = await this.deps.reader.get(StatefulSets, { namespace: this.ns, name });
+    if (live && isBeingDeleted(live)) {
+      // Being deleted (orphan deletion while recreating it): it is recreated once it is gone.
+      this.recreating = true;
+      this.sts = live;
+      return;
+    }
+    if (!live) {
+      const result = await this.ensure(StatefulSets, desired);
+      this.sts = result.object;
+      return;
+    }
+    // volumeClaimTemplates are immutable: compare and update everything else.
+    const grown = grownTemplates(live, desired);
+    if (desired.spec && live.spec)
+      desired.spec.volumeClaimTemplates = structuredClone(live.spec.volumeClaimTemplates);
+    const fromReplicas = live.spec?.replicas ?? 1;
+    const toReplicas = desired.spec?.replicas ?? 1;
+    const fromImage = mainImage(live);
+    const toImage = mainImage(desired);
+    const result = await this.ensure(StatefulSets, desired);
+    this.sts = result.object;
+    if (result.operation === 'updated') {
+      const sts = withTypeMeta(StatefulSets, result.object);
+      if (fromReplicas !== toReplicas) {
+        this.normal(
+          'Scaled',
+          'Scale',
+          `Scaled StatefulSet ${name} from ${fromReplicas} to ${toReplicas} replicas`,
+          sts,
+        );
+      }
+      if (fromImage !== toImage) {
+        this.normal(
+          'VersionChanged',
+          'Update',
+          `Rolling out ${toImage} (was ${fromImage ?? 'unknown'})`,
+          sts,
+        );
+      }
+    }
+    if (grown.length > 0) await this.expandStorage(name, true);
+  }
+
+  /** Patches the claims to spec.storage; `recreate`: then recreate the StatefulSet (orphan deletion). */
+  async expandStorage(stsName: string, recreate: boolean): Promise<void> {
+    const claims = await this.claims(stsName);
+    this.storage = await this.step('PersistentVolumeClaim', `data-${stsName}`, () =>
+      expandClaims(this.client, claims, this.storageSize, this.signal),
+    );
+    const { expanded, failed } = this.storage;
+    if (expanded.length > 0) {
+      this.normal('StorageExpanding', 'Expand', `Expanding ${expanded.join(', ')} to ${this.storageSize}`);
+    }
+    if (failed.length > 0) {
+      this.warning(
+        'StorageExpansionFailed',
+        'Expand',
+        `Cannot expand ${failed.map((f) => f.claim).join(', ')} to ${this.storageSize}: ${failed[0]?.message ?? ''}`,
+      );
+      return;
+    }
+    const live = this.sts;
+    if (!recreate || !live?.metadata.uid) return;
+    // The template still asks for the old size: recreate the StatefulSet so new pods get the new size.
+    // Orphan deletion keeps the pods and the PVCs; the new StatefulSet adopts them.
+    await this.step('StatefulSet', stsName, async () => {
+      try {
+        await this.client.delete(
+          StatefulSets,
+          { namespace: this.ns, name: stsName },
+          {
+            propagationPolicy: 'Orphan',
+            preconditions: { uid: live.metadata.uid ?? '' },
+            signal: this.signal,
+          },
+        );
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+      }
+    });
+    this.recreating = true;
+    this.normal(
+      'StatefulSetRecreating',
+      'Recreate',
+      `Recreating StatefulSet ${stsName} with ${this.storageSize} volumes (pods and volumes are kept)`,
+      withTypeMeta(StatefulSets, live),
+    );
+  }
+
+  async claims(stsName: string): Promise<PersistentVolumeClaim[]> {
+    const pvcs = await this.deps.reader.list(PersistentVolumeClaims, {
+      namespace: this.ns,
+      labelSelector: selectorString(this.spec),
+    });
+    const templates = statefulSet(this.spec, { configHash: '' }).spec?.volumeClaimTemplates ?? [];
+    return templates.flatMap((t) => claimsOf(pvcs, t.metadata?.name ?? 'data', stsName));
+  }
+
+  async pdb(): Promise<void> {
+    const desired = podDisruptionBudget(this.spec);
+    if (desired) await this.ensure(PodDisruptionBudgets, desired);
+    else await this.remove(PodDisruptionBudgets, this.db.metadata.name ?? '');
+  }
+
+  async roles(stsName: string): Promise<void> {
+    this.pods = await this.deps.reader.list(Pods, {
+      namespace: this.ns,
+      labelSelector: selectorString(this.spec),
+    });
+    const changes = await this.step('Pod', stsName, () =>
+      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal),
+    );
+    if (changes.length > 0) {
+      const byPod = new Map(changes.map((c) => [c.pod, c.to]));
+      // Reflect the labels we just set (the cache catches up with the watch event).
+      this.pods = this.pods.map((p) => {
+        const role = byPod.get(p.metadata.name ?? '');
+        if (!role) return p;
+        const copy = structuredClone(p) as Pod;
+        copy.metadata.labels = { ...(copy.metadata.labels ?? {}), [ROLE_LABEL]: role };
+        return copy;
+      });
+      this.normal(
+        'RoleAssigned',
+        'Label',
+        changes.map((c) => `${c.pod} is ${c.to}${c.from ? ` (was ${c.from})` : ''}`).join(', '),
+      );
+    }
+  }
+}
+
+/** Keeps the last status this process wrote, so a lagging cache does not cause a second identical write. */
+interface Written {
+  resourceVersion: string;
+  status: DatabaseStatus | undefined;
+}
+
+function newer(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return BigInt(a) > BigInt(b);
+}
+
+/** Builds the reconciler for the controller. */
+export function databaseReconciler(deps: ReconcilerDeps): Reconciler<Database> {
+  const written = new Map<string, Written>();
+  return (req, ctx) => reconcileDatabase(deps, req, ctx, written);
+}
+
+/** Reconciles one Database. Exported for unit tests (with a FakeClient and clientReader). */
+export async function reconcileDatabase(
+  deps: ReconcilerDeps,
+  req: ObjectKey,
+  ctx: Pick<ReconcileContext, 'signal'> & { log?: Logger },
+  written: Map<string, Written> = new Map(),
+): Promise<Result> {
+  const key = `${req.namespace ?? ''}/${req.name}`;
+  const found = await deps.reader.get(Databases.resource, req);
+  if (!found) {
+    written.delete(key);
+    return;
+  }
+  let db = withTypeMeta(Databases.resource, structuredClone(found) as Database);
+  const memo = written.get(key);
+  if (memo && newer(memo.resourceVersion, db.metadata.resourceVersion)) {
+    db = { ...db, status: structuredClone(memo.status) } as Database;
+  }
+  const { client } = deps;
+  const signal = ctx.signal;
+
+  const writeStatus = async (run: Run, observed: Observed): Promise<void> => {
+    const result = await patchStatus(
+      client,
+      Databases.resource,
+      run.db,
+      (prev) => computeStatus(run.db, prev as DatabaseStatus, observed, deps.now) as typeof prev,
+      { signal },
+    );
+    if (result.changed) {
+      written.set(key, {
+        resourceVersion: result.object.metadata.resourceVersion ?? '',
+        status: (result.object as Database).status,
+      });
+    }
+  };
+
+  // 1. Finalizer and deletion.
+  if (isBeingDeleted(db)) {
+    const run = new Run(deps, db, signal, ctx.log);
+    // Phase Deleting while something (our finalizer, foreground deletion) holds the object; best effort.
+    try {
+      await writeStatus(run, { statefulSet: undefined, pods: [], statefulSetName: db.metadata.name ?? '' });
+    } catch (err) {
+      if (!(err instanceof NotFoundError) && !(err instanceof ConflictError)) throw err;
+    }
+    if (!hasFinalizer(db, FINALIZER)) return;
+    if (run.spec.spec.deletionPolicy === 'Delete') {
+      const stsName = db.metadata.name ?? '';
+      const sts = await deps.reader.get(StatefulSets, { namespace: run.ns, name: stsName });
+      const claims = await run.claims(stsName);
+      const done = await deleteData(client, sts && isControlledBy(sts, db) ? sts : undefined, claims, signal);
+      run.normal(
+        'DeletingData',
+        'Delete',
+        `deletionPolicy Delete: deleted ${done.deletedStatefulSet ? `StatefulSet ${stsName} and ` : ''}` +
+          `${done.deletedClaims.length} PersistentVolumeClaim(s)${done.deletedClaims.length ? `: ${done.deletedClaims.join(', ')}` : ''}`,
+      );
+    } else {
+      run.normal('RetainingData', 'Delete', 'deletionPolicy Retain: the PersistentVolumeClaims are kept');
+    }
+    await removeFinalizer(client, Databases.resource, db, FINALIZER, { signal });
+    written.delete(key);
+    return;
+  }
+  const policy = (Databases.applyDefaults(db) as DefaultedDatabase).spec.deletionPolicy;
+  if (wantsFinalizer(policy) && !hasFinalizer(db, FINALIZER)) {
+    db = withTypeMeta(
+      Databases.resource,
+      await addFinalizer(client, Databases.resource, db, FINALIZER, { signal }),
+    );
+  } else if (!wantsFinalizer(policy) && hasFinalizer(db, FINALIZER)) {
+    const after = await removeFinalizer(client, Databases.resource, db, FINALIZER, { signal });
+    if (!after) return;
+    db = withTypeMeta(Databases.resource, after);
+  }
+
+  const run = new Run(deps, db, signal, ctx.log);
+  const stsName = db.metadata.name ?? '';
+  let failure: Failure | undefined;
+  let retry: unknown;
+  try {
+    await run.secret();
+    const hash = await run.config();
+    await run.services();
+    await run.statefulSetStep(hash);
+    await run.pdb();
+    if (!run.recreating && run.storage.expanded.length === 0 && run.storage.failed.length === 0) {
+      // Claims created from an older (smaller) template, or expansion still in progress.
+      await run.expandStorage(stsName, false);
+    }
+    await run.roles(stsName);
+  } catch (err) {
+    if (err instanceof ChildError && err.terminal) {
+      failure = { reason: err.reason, message: err.message };
+      run.warning(err.reason, 'Reconcile', err.message);
+    } else {
+      retry = err;
+      const message = err instanceof Error ? err.message : String(err);
+      if (!signal?.aborted) run.warning('ReconcileError', 'Reconcile', message);
+    }
+  }
+
+  const observed: Observed = {
+    statefulSet: run.sts,
+    pods: run.pods,
+    statefulSetName: stsName,
+    recreating: run.recreating,
+    ...(run.secretName ? { secretName: run.secretName } : {}),
+    endpoints: endpoints(run.spec),
+    selector: selectorString(run.spec),
+    storage: run.storage,
+    ...(failure ? { failure } : {}),
+  };
+  try {
+    await writeStatus(run, observed);
+  } catch (err) {
+    if (err instanceof NotFoundError) return;
+    if (retry === undefined && failure === undefined) throw err;
+  }
+  if (failure) throw new TerminalError(failure.message);
+  if (retry !== undefined) throw retry;
+  // The StatefulSet is being deleted (orphan) to be recreated: its deletion event wakes us, but check
+  // again in a while in case the garbage collector is slow.
+  if (run.recreating) return requeueAfter(5_000);
+  return;
+}
+
+/** The config hash the reconcile puts on the pod template (the builders' configHash). */
+export { configHash };

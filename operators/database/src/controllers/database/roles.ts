@@ -1,0 +1,76 @@
+/**
+ * Role labels on the database pods. The operator keeps `myapp.example.com/role` on every pod of a
+ * Database: the pod with ordinal 0 is the primary, the others are replicas. The read-write Service
+ * (`<name>`) selects the primary, the read-only Service (`<name>-ro`) the replicas, so these labels
+ * decide where clients go. A pod is only patched when its label differs.
+ */
+import { type Client, type Pod, Pods } from '@opkit/runtime';
+import { ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA, type Role } from '../../api/v1/database.ts';
+
+export type { Role };
+
+/** The ordinal of a StatefulSet pod (`<statefulset>-<N>`), or undefined when the name doesn't match. */
+export function podOrdinal(statefulSetName: string, podName: string | undefined): number | undefined {
+  if (!podName?.startsWith(`${statefulSetName}-`)) return undefined;
+  const rest = podName.slice(statefulSetName.length + 1);
+  return /^(0|[1-9][0-9]*)$/.test(rest) ? Number(rest) : undefined;
+}
+
+/** Ordinal 0 is the primary (failover, which moves the primary, comes later). */
+export function roleOf(ordinal: number): Role {
+  return ordinal === 0 ? ROLE_PRIMARY : ROLE_REPLICA;
+}
+
+export interface RoleChange {
+  pod: string;
+  from: string | undefined;
+  to: Role;
+}
+
+/** The pods whose role label must change (pure). Pods being deleted are left alone. */
+export function roleChanges(statefulSetName: string, pods: readonly Pod[]): RoleChange[] {
+  const changes: RoleChange[] = [];
+  for (const pod of pods) {
+    if (pod.metadata.deletionTimestamp) continue;
+    const ordinal = podOrdinal(statefulSetName, pod.metadata.name);
+    if (ordinal === undefined) continue;
+    const to = roleOf(ordinal);
+    const from = pod.metadata.labels?.[ROLE_LABEL];
+    if (from !== to) changes.push({ pod: pod.metadata.name ?? '', from, to });
+  }
+  return changes.sort((a, b) => a.pod.localeCompare(b.pod));
+}
+
+/**
+ * Patches the role label of the pods that need it (a merge patch of that one label, guarded by the
+ * pod's uid so a pod recreated meanwhile is not labelled from stale data). Returns what changed.
+ */
+export async function syncRoleLabels(
+  client: Client,
+  namespace: string,
+  statefulSetName: string,
+  pods: readonly Pod[],
+  signal?: AbortSignal,
+): Promise<RoleChange[]> {
+  const changes = roleChanges(statefulSetName, pods);
+  const done: RoleChange[] = [];
+  for (const change of changes) {
+    const pod = pods.find((p) => p.metadata.name === change.pod);
+    const body = {
+      metadata: {
+        labels: { [ROLE_LABEL]: change.to },
+        ...(pod?.metadata.uid ? { uid: pod.metadata.uid } : {}),
+      },
+    };
+    try {
+      await client.patch(Pods, { namespace, name: change.pod }, { type: 'merge', body }, { signal });
+      done.push(change);
+    } catch (err) {
+      // The pod went away (or was replaced) since the cache saw it: its successor gets its own event.
+      const code = (err as { code?: number }).code;
+      if (code === 404 || code === 409) continue;
+      throw err;
+    }
+  }
+  return done;
+}

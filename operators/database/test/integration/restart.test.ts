@@ -1,0 +1,265 @@
+/**
+ * The operator as it is deployed: `node src/main.ts` as its own process, authenticated as a service
+ * account that holds only the RBAC of config/rbac (so the rules are exactly sufficient), with leader
+ * election. Killed (SIGKILL) in the middle of creating a Database and started again: nothing is
+ * regenerated, the Secret is not even rewritten. SIGTERM shuts it down gracefully and releases the Lease.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Leases, PersistentVolumeClaims, type Secret, Secrets, Services, StatefulSets } from '@opkit/runtime';
+import { parse, stringify } from 'yaml';
+import { Databases } from '../../src/api/v1/database.ts';
+import {
+  type Cluster,
+  createNamespace,
+  eventually,
+  OPERATOR_DIR,
+  sample,
+  startCluster,
+  waitForPhase,
+} from './helpers.ts';
+
+const NS = 'apps';
+const OPERATOR_NS = 'database-operator-system';
+const NAME = 'restart-db';
+const LEASE = 'database-operator.myapp.example.com';
+
+interface Proc {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+describe('Database operator: a separate process with least-privilege RBAC, killed and restarted', {
+  timeout: 600_000,
+}, () => {
+  let cluster: Cluster;
+  let kubeconfig: string;
+  const procs: Proc[] = [];
+  const client = () => cluster.client;
+
+  /** `node src/main.ts` with the service account's kubeconfig. */
+  function operator(...args: string[]): Proc {
+    const child = spawn(
+      process.execPath,
+      [
+        join(OPERATOR_DIR, 'src', 'main.ts'),
+        '--kubeconfig',
+        kubeconfig,
+        '--metrics-bind-address',
+        ':0',
+        '--health-probe-bind-address',
+        ':0',
+        ...args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } },
+    );
+    let out = '';
+    child.stdout?.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
+    child.stderr?.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const proc = { child, output: () => out, exited };
+    procs.push(proc);
+    return proc;
+  }
+
+  before(async () => {
+    cluster = await startCluster();
+    await createNamespace(client(), NS);
+    // The operator's RBAC, exactly as config/rbac ships it (namespace `system` -> the real one, as kustomize does).
+    const rbac = [
+      'service_account.yaml',
+      'role.yaml',
+      'role_binding.yaml',
+      'leader_election_role.yaml',
+      'leader_election_role_binding.yaml',
+    ]
+      .map((f) =>
+        readFileSync(join(OPERATOR_DIR, 'config', 'rbac', f), 'utf8').replaceAll(
+          'namespace: system',
+          `namespace: ${OPERATOR_NS}`,
+        ),
+      )
+      .join('\n---\n');
+    await createNamespace(client(), OPERATOR_NS);
+    execFileSync('kubectl', ['--kubeconfig', cluster.kubeconfig, 'apply', '-f', '-'], {
+      input: rbac,
+      encoding: 'utf8',
+    });
+    const token = execFileSync(
+      'kubectl',
+      [
+        '--kubeconfig',
+        cluster.kubeconfig,
+        'create',
+        'token',
+        'database-operator',
+        '-n',
+        OPERATOR_NS,
+        '--duration',
+        '2h',
+      ],
+      { encoding: 'utf8' },
+    ).trim();
+    const admin = parse(readFileSync(cluster.kubeconfig, 'utf8')) as {
+      users: { name: string; user: Record<string, string> }[];
+    };
+    for (const u of admin.users) u.user = { token };
+    kubeconfig = join(cluster.cp.dir, 'operator-kubeconfig');
+    writeFileSync(kubeconfig, stringify(admin), { mode: 0o600 });
+    // The service account really is restricted.
+    const can = (verb: string, what: string) =>
+      spawnSync('kubectl', ['--kubeconfig', kubeconfig, 'auth', 'can-i', verb, what, '-n', NS], {
+        encoding: 'utf8',
+      }).stdout.trim();
+    assert.equal(can('create', 'statefulsets.apps'), 'yes');
+    assert.equal(can('patch', 'persistentvolumeclaims'), 'yes');
+    assert.equal(can('delete', 'secrets'), 'no');
+    assert.equal(can('update', 'secrets'), 'no');
+    assert.equal(can('create', 'deployments.apps'), 'no');
+    assert.equal(can('delete', 'pods'), 'no');
+  });
+
+  after(async () => {
+    for (const p of procs)
+      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+    await cluster?.stop();
+  });
+
+  test('killed mid-reconcile and restarted: the Secret is never regenerated or rewritten', async () => {
+    const first = operator();
+    await client().create(Databases.resource, sample(NS, NAME));
+    // Kill it the moment the Secret exists: the reconcile that created it is still creating the rest.
+    let secret: Secret | undefined;
+    const ac = new AbortController();
+    for await (const ev of client().watch(Secrets, { namespace: NS, signal: ac.signal })) {
+      if (ev.object.metadata.name === `${NAME}-credentials`) {
+        first.child.kill('SIGKILL');
+        secret = ev.object;
+        break;
+      }
+    }
+    ac.abort();
+    assert.ok(secret);
+    await first.exited;
+    const mid = await client().list(StatefulSets, { namespace: NS });
+    const atKill = (await client().get(Databases.resource, { namespace: NS, name: NAME })).status?.phase;
+    process.stderr.write(
+      `# killed with StatefulSet ${mid.items.length ? 'created' : 'not created yet'}, phase ${atKill ?? '(none)'}\n`,
+    );
+
+    const second = operator('--leader-elect', '--leader-election-namespace', OPERATOR_NS);
+    const running = await waitForPhase(client(), NS, NAME, 'Running', 120_000);
+    assert.equal(running.status?.readyReplicas, 3);
+    const now = await client().get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
+    assert.equal(
+      now.metadata.resourceVersion,
+      secret.metadata.resourceVersion,
+      'the Secret was not written again',
+    );
+    assert.deepEqual(now.data, secret.data);
+    assert.equal(now.metadata.uid, secret.metadata.uid);
+
+    // It leads through the Lease, and never hit a permission it lacks.
+    const lease = await client().get(Leases, { namespace: OPERATOR_NS, name: LEASE });
+    assert.ok(lease.spec?.holderIdentity, 'a leader');
+    assert.doesNotMatch(second.output(), /forbidden/i, 'RBAC denied something');
+
+    // SIGTERM: graceful shutdown, exit 0, the Lease released for the next replica.
+    second.child.kill('SIGTERM');
+    const code = await Promise.race([
+      second.exited,
+      new Promise<string>((r) => setTimeout(() => r('timeout'), 20_000)),
+    ]);
+    assert.equal(code, 0, `exit code; output:\n${second.output().slice(-2000)}`);
+    const released = await client().get(Leases, { namespace: OPERATOR_NS, name: LEASE });
+    assert.ok(
+      !released.spec?.holderIdentity,
+      `lease released (holder ${released.spec?.holderIdentity ?? ''})`,
+    );
+  });
+
+  test('a new replica takes over at once and finds nothing to do', async () => {
+    const secret = await client().get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
+    const sts = await client().get(StatefulSets, { namespace: NS, name: NAME });
+    const third = operator('--leader-elect', '--leader-election-namespace', OPERATOR_NS);
+    await eventually(
+      'leading',
+      async () => {
+        const lease = await client().get(Leases, { namespace: OPERATOR_NS, name: LEASE });
+        return Boolean(lease.spec?.holderIdentity);
+      },
+      30_000,
+    );
+    await eventually('workers started', () => /Starting workers/.test(third.output()), 30_000);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(
+      (await client().get(Secrets, { namespace: NS, name: `${NAME}-credentials` })).metadata.resourceVersion,
+      secret.metadata.resourceVersion,
+    );
+    assert.equal(
+      (await client().get(StatefulSets, { namespace: NS, name: NAME })).metadata.resourceVersion,
+      sts.metadata.resourceVersion,
+    );
+    assert.equal(
+      (await client().get(Databases.resource, { namespace: NS, name: NAME })).status?.phase,
+      'Running',
+    );
+    third.child.kill('SIGTERM');
+    assert.equal(await third.exited, 0);
+  });
+
+  test('the RBAC covers every write: scale to 1, grow storage, the Delete policy and deletion', async () => {
+    const proc = operator();
+    const key = { namespace: NS, name: NAME };
+    await client().patch(Databases.resource, key, {
+      type: 'merge',
+      body: { spec: { replicas: 1, storage: '20Gi', deletionPolicy: 'Delete' } },
+    });
+    await eventually(
+      'one replica, 20Gi claims, the finalizer',
+      async () => {
+        const db = await client().get(Databases.resource, key);
+        const claim = await client().get(PersistentVolumeClaims, { namespace: NS, name: `data-${NAME}-0` });
+        const services = await client().list(Services, {
+          namespace: NS,
+          labelSelector: `app.kubernetes.io/instance=${NAME}`,
+        });
+        return (
+          db.status?.phase === 'Running' &&
+          db.status.observedGeneration === db.metadata.generation &&
+          db.metadata.finalizers?.includes('myapp.example.com/finalizer') &&
+          claim.status?.capacity?.storage === '20Gi' &&
+          services.items.length === 2
+        );
+      },
+      60_000,
+    );
+    const sts = await client().get(StatefulSets, key);
+    assert.equal(
+      sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage,
+      '20Gi',
+      'recreated with the new size',
+    );
+    await client().delete(Databases.resource, key);
+    await eventually(
+      'the Database and its claims gone',
+      async () => {
+        const dbs = await client().list(Databases.resource, { namespace: NS });
+        const claims = await client().list(PersistentVolumeClaims, { namespace: NS });
+        return dbs.items.length === 0 && claims.items.length === 0;
+      },
+      60_000,
+    );
+    assert.doesNotMatch(proc.output(), /forbidden/i, 'RBAC denied something');
+    proc.child.kill('SIGTERM');
+    assert.equal(await proc.exited, 0);
+  });
+});

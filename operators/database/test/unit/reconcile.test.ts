@@ -1,0 +1,430 @@
+/**
+ * The Database reconcile with the FakeClient: what it creates, that a reconcile with nothing to do makes
+ * no write at all, the Secret rule (never regenerated; missing keys added, present ones untouched),
+ * failures half-way, terminal errors, deletion and the deletion policy.
+ */
+import assert from 'node:assert/strict';
+import { beforeEach, describe, it } from 'node:test';
+import {
+  type Condition,
+  ConfigMaps,
+  isTerminalError,
+  type KubeObject,
+  type PersistentVolumeClaim,
+  PersistentVolumeClaims,
+  type Pod,
+  PodDisruptionBudgets,
+  Pods,
+  type Secret,
+  Secrets,
+  Services,
+  type StatefulSet,
+  StatefulSets,
+} from '@opkit/runtime';
+import { FakeClient, internalError, invalidError } from '@opkit/runtime/testing';
+import { type Database, Databases } from '../../src/api/v1/database.ts';
+import {
+  clientReader,
+  FINALIZER,
+  type ReconcilerDeps,
+  type Recorder,
+  reconcileDatabase,
+} from '../../src/controllers/database/index.ts';
+
+const NS = 'ns';
+const NAME = 'production-db';
+const KEY = { namespace: NS, name: NAME };
+const NOW = () => new Date('2025-01-01T00:00:00Z');
+
+interface Recorded {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  note: string;
+}
+
+class FakeRecorder implements Recorder {
+  readonly events: Recorded[] = [];
+  normal(_r: KubeObject, reason: string, _a: string, note: string): void {
+    this.events.push({ type: 'Normal', reason, note });
+  }
+  warning(_r: KubeObject, reason: string, _a: string, note: string): void {
+    this.events.push({ type: 'Warning', reason, note });
+  }
+}
+
+function database(spec: Partial<Database['spec']> = {}): Database {
+  return Databases.applyDefaults({
+    apiVersion: 'myapp.example.com/v1',
+    kind: 'Database',
+    metadata: { name: NAME, namespace: NS },
+    spec: { engine: 'mysql', version: '8.0', storage: '10Gi', replicas: 3, ...spec },
+  } as Database) as Database;
+}
+
+const ctx = { signal: new AbortController().signal };
+
+describe('reconcileDatabase', () => {
+  let client: FakeClient;
+  let recorder: FakeRecorder;
+  let deps: ReconcilerDeps;
+
+  const reconcile = () => reconcileDatabase(deps, KEY, ctx);
+  const db = () => client.getStored(Databases.resource, KEY) as Database;
+  const cond = (type: string) =>
+    (db().status?.conditions as Condition[] | undefined)?.find((c) => c.type === type);
+
+  /** What the StatefulSet controller and kubelet (kwok) would do: pods Running and Ready, status rolled. */
+  function simulateReady(ready = db().spec.replicas ?? 1): void {
+    const sts = client.getStored(StatefulSets, KEY) as StatefulSet;
+    const replicas = sts.spec?.replicas ?? 1;
+    client.setStored(StatefulSets, {
+      ...sts,
+      status: {
+        replicas,
+        readyReplicas: ready,
+        currentReplicas: replicas,
+        updatedReplicas: replicas,
+        availableReplicas: ready,
+        observedGeneration: sts.metadata.generation,
+        currentRevision: `${NAME}-abc`,
+        updateRevision: `${NAME}-abc`,
+      },
+    });
+    for (let i = 0; i < replicas; i++) {
+      const name = `${NAME}-${i}`;
+      const existing = client.getStored(Pods, { namespace: NS, name });
+      const labels = { ...(sts.spec?.template.metadata?.labels ?? {}), ...(existing?.metadata.labels ?? {}) };
+      client.setStored(Pods, {
+        metadata: { ...(existing?.metadata ?? {}), name, namespace: NS, labels },
+        spec: { containers: [] },
+        status: { phase: 'Running', conditions: [{ type: 'Ready', status: i < ready ? 'True' : 'False' }] },
+      } as Pod);
+      const claim = `data-${NAME}-${i}`;
+      if (!client.getStored(PersistentVolumeClaims, { namespace: NS, name: claim })) {
+        client.setStored(PersistentVolumeClaims, {
+          metadata: { name: claim, namespace: NS, labels: sts.spec?.selector.matchLabels ?? {} },
+          spec: { resources: { requests: { storage: '10Gi' } } },
+          status: { phase: 'Bound', capacity: { storage: '10Gi' } },
+        } as PersistentVolumeClaim);
+      }
+    }
+  }
+
+  beforeEach(() => {
+    client = new FakeClient({ statusSubresource: [Databases.resource] });
+    recorder = new FakeRecorder();
+    deps = { client, reader: clientReader(client), recorder, now: NOW };
+  });
+
+  it('creates the Secret, ConfigMap, Services, StatefulSet and PDB, owned by the Database; status Provisioning', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    const owned = (o: KubeObject | undefined) => {
+      assert.ok(o, 'exists');
+      const ref = o.metadata.ownerReferences?.[0];
+      assert.equal(ref?.kind, 'Database');
+      assert.equal(ref?.controller, true);
+      assert.equal(ref?.uid, db().metadata.uid);
+    };
+    owned(client.getStored(Secrets, { namespace: NS, name: `${NAME}-credentials` }));
+    owned(client.getStored(ConfigMaps, { namespace: NS, name: `${NAME}-config` }));
+    for (const name of [NAME, `${NAME}-ro`, `${NAME}-headless`])
+      owned(client.getStored(Services, { namespace: NS, name }));
+    owned(client.getStored(StatefulSets, KEY));
+    owned(client.getStored(PodDisruptionBudgets, KEY));
+    assert.equal(client.getStored(StatefulSets, KEY)?.spec?.replicas, 3);
+    assert.equal(db().status?.phase, 'Provisioning');
+    assert.equal(db().status?.readyReplicas, 0);
+    assert.equal(db().status?.secretName, `${NAME}-credentials`);
+    assert.equal(db().status?.observedGeneration, db().metadata.generation);
+    assert.equal(cond('Ready')?.status, 'False');
+    // Retain (the default) needs no finalizer.
+    assert.deepEqual(db().metadata.finalizers ?? [], []);
+    const reasons = recorder.events.map((e) => `${e.type}/${e.reason}`);
+    assert.ok(reasons.includes('Normal/Created'));
+    assert.ok(!reasons.some((r) => r.startsWith('Warning')), reasons.join(', '));
+  });
+
+  it('makes no API write when nothing changed (also once Running)', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    client.clearActions();
+    await reconcile();
+    assert.deepEqual(client.writes(), [], 'second reconcile while provisioning');
+
+    simulateReady();
+    await reconcile(); // role labels + status Running
+    assert.equal(db().status?.phase, 'Running');
+    assert.equal(db().status?.currentPrimary, `${NAME}-0`);
+    client.clearActions();
+    const events = recorder.events.length;
+    await reconcile();
+    await reconcile();
+    assert.deepEqual(client.writes(), [], 'reconciles of a Running Database');
+    assert.equal(recorder.events.length, events, 'no events either');
+  });
+
+  it('labels pods by ordinal (0 primary, others replica), only when different', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    simulateReady();
+    client.clearActions();
+    await reconcile();
+    const role = (i: number) =>
+      client.getStored(Pods, { namespace: NS, name: `${NAME}-${i}` })?.metadata.labels?.[
+        'myapp.example.com/role'
+      ];
+    assert.deepEqual([0, 1, 2].map(role), ['primary', 'replica', 'replica']);
+    assert.equal(client.writes({ resource: Pods }).length, 3);
+    // Someone flips a label: only that pod is patched back.
+    const pod1 = client.getStored(Pods, { namespace: NS, name: `${NAME}-1` }) as Pod;
+    client.setStored(Pods, {
+      ...pod1,
+      metadata: {
+        ...pod1.metadata,
+        labels: { ...pod1.metadata.labels, 'myapp.example.com/role': 'primary' },
+      },
+    });
+    client.clearActions();
+    await reconcile();
+    assert.deepEqual(
+      client.writes({ resource: Pods }).map((a) => a.name),
+      [`${NAME}-1`],
+    );
+    assert.equal(role(1), 'replica');
+  });
+
+  it('never regenerates the Secret: present keys are untouched, missing keys are added', async () => {
+    await client.create(Databases.resource, database());
+    await client.create(Secrets, {
+      metadata: { name: `${NAME}-credentials`, namespace: NS },
+      type: 'Opaque',
+      data: { 'admin-password': Buffer.from('chosen-by-the-user').toString('base64') },
+    } as Secret);
+    await reconcile();
+    const secret = client.getStored(Secrets, { namespace: NS, name: `${NAME}-credentials` }) as Secret;
+    assert.equal(
+      Buffer.from(secret.data?.['admin-password'] ?? '', 'base64').toString(),
+      'chosen-by-the-user',
+    );
+    for (const key of [
+      'app-password',
+      'replication-password',
+      'admin-username',
+      'app-username',
+      'database',
+      'host',
+      'port',
+    ]) {
+      assert.ok(secret.data?.[key], `${key} added`);
+    }
+    assert.equal(client.writes({ resource: Secrets }).filter((a) => a.verb === 'patch').length, 1);
+    assert.deepEqual(
+      client.writes({ resource: Secrets }).filter((a) => a.verb === 'update'),
+      [],
+      'never a whole update',
+    );
+    const patched = recorder.events.find((e) => e.note.includes('Added missing keys'));
+    assert.ok(patched);
+    assert.ok(
+      !patched.note.includes(Buffer.from(secret.data?.['app-password'] ?? '', 'base64').toString()),
+      'no value in the event',
+    );
+
+    // A key deleted by hand is added back; the others keep their values.
+    const before = structuredClone(secret.data ?? {});
+    const { 'app-password': _gone, ...rest } = before;
+    client.setStored(Secrets, { ...secret, data: rest });
+    await reconcile();
+    const after = client.getStored(Secrets, { namespace: NS, name: `${NAME}-credentials` }) as Secret;
+    for (const [k, v] of Object.entries(rest)) assert.equal(after.data?.[k], v, `${k} unchanged`);
+    assert.ok(after.data?.['app-password'], 'app-password regenerated because it was missing');
+    assert.notEqual(after.data?.['app-password'], before['app-password']);
+
+    client.clearActions();
+    await reconcile();
+    assert.deepEqual(client.writes({ resource: Secrets }), []);
+  });
+
+  it('a reconcile that fails half-way regenerates nothing when retried', async () => {
+    await client.create(Databases.resource, database());
+    client.failNext('create', StatefulSets, internalError('etcd is having a bad day'));
+    await assert.rejects(reconcile(), /etcd is having a bad day/);
+    const secret = client.getStored(Secrets, { namespace: NS, name: `${NAME}-credentials` }) as Secret;
+    assert.ok(secret);
+    assert.equal(client.getStored(StatefulSets, KEY), undefined);
+    assert.ok(recorder.events.some((e) => e.type === 'Warning' && e.reason === 'ReconcileError'));
+
+    await reconcile();
+    const again = client.getStored(Secrets, { namespace: NS, name: `${NAME}-credentials` }) as Secret;
+    assert.equal(again.metadata.resourceVersion, secret.metadata.resourceVersion);
+    assert.deepEqual(again.data, secret.data);
+    assert.ok(client.getStored(StatefulSets, KEY));
+  });
+
+  it('an Invalid child is terminal: Warning event, status Failed with the message, TerminalError', async () => {
+    await client.create(Databases.resource, database());
+    client.failNext(
+      'create',
+      StatefulSets,
+      invalidError(StatefulSets, NAME, [
+        {
+          reason: 'FieldValueInvalid',
+          field: 'spec.template.spec.containers[0].image',
+          message: 'Invalid value: "": must not be empty',
+        },
+      ]),
+    );
+    await assert.rejects(reconcile(), (err: unknown) => {
+      assert.ok(isTerminalError(err), `terminal: ${String(err)}`);
+      return true;
+    });
+    assert.equal(db().status?.phase, 'Failed');
+    assert.equal(cond('Degraded')?.status, 'True');
+    assert.equal(cond('Degraded')?.reason, 'InvalidStatefulSet');
+    assert.match(cond('Ready')?.message ?? '', /spec\.template\.spec\.containers\[0\]\.image/);
+    const warning = recorder.events.find((e) => e.type === 'Warning');
+    assert.equal(warning?.reason, 'InvalidStatefulSet');
+    // Fixed (here: the API accepts it now): Failed clears.
+    await reconcile();
+    assert.equal(db().status?.phase, 'Provisioning');
+    assert.equal(cond('Degraded')?.status, 'False');
+  });
+
+  it('does not take over a child another controller owns', async () => {
+    await client.create(Databases.resource, database());
+    await client.create(Services, {
+      metadata: {
+        name: `${NAME}-headless`,
+        namespace: NS,
+        ownerReferences: [
+          { apiVersion: 'apps/v1', kind: 'Deployment', name: 'other', uid: 'other-uid', controller: true },
+        ],
+      },
+      spec: { ports: [{ port: 1 }] },
+    });
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    assert.equal(db().status?.phase, 'Failed');
+    assert.equal(cond('Degraded')?.reason, 'ServiceNotOwned');
+    assert.equal(
+      client.getStored(Services, { namespace: NS, name: `${NAME}-headless` })?.metadata.ownerReferences?.[0]
+        ?.name,
+      'other',
+    );
+  });
+
+  it('replicas 1: no PodDisruptionBudget and no read-only Service (deleted when scaling down to 1)', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    assert.ok(client.getStored(PodDisruptionBudgets, KEY));
+    assert.ok(client.getStored(Services, { namespace: NS, name: `${NAME}-ro` }));
+    await client.patch(Databases.resource, KEY, { type: 'merge', body: { spec: { replicas: 1 } } });
+    await reconcile();
+    assert.equal(client.getStored(PodDisruptionBudgets, KEY), undefined);
+    assert.equal(client.getStored(Services, { namespace: NS, name: `${NAME}-ro` }), undefined);
+    assert.equal(client.getStored(StatefulSets, KEY)?.spec?.replicas, 1);
+    assert.equal(db().status?.endpoints?.readOnly, undefined);
+  });
+
+  it('deletionPolicy Delete: a finalizer that deletes the StatefulSet and the claims, then goes', async () => {
+    await client.create(Databases.resource, database({ deletionPolicy: 'Delete' }));
+    await reconcile();
+    assert.deepEqual(db().metadata.finalizers, [FINALIZER]);
+    simulateReady();
+    await reconcile();
+    await client.delete(Databases.resource, KEY);
+    assert.ok(db().metadata.deletionTimestamp, 'held by the finalizer');
+    await reconcile();
+    assert.equal(client.getStored(Databases.resource, KEY), undefined, 'the Database is gone');
+    assert.deepEqual(client.objects(PersistentVolumeClaims, NS), []);
+    assert.ok(recorder.events.some((e) => e.reason === 'DeletingData'));
+  });
+
+  it('deletionPolicy Delete: deletion completes when the children are gone already', async () => {
+    await client.create(Databases.resource, database({ deletionPolicy: 'Delete' }));
+    await reconcile();
+    for (const res of [StatefulSets, Services, Secrets, ConfigMaps, PodDisruptionBudgets]) {
+      for (const o of client.objects(res, NS))
+        client.deleteStored(res, { namespace: NS, name: o.metadata.name ?? '' });
+    }
+    await client.delete(Databases.resource, KEY);
+    await reconcile();
+    assert.equal(client.getStored(Databases.resource, KEY), undefined);
+  });
+
+  it('deletionPolicy Retain keeps the claims; switching Delete -> Retain removes the finalizer', async () => {
+    await client.create(Databases.resource, database({ deletionPolicy: 'Delete' }));
+    await reconcile();
+    simulateReady();
+    assert.deepEqual(db().metadata.finalizers, [FINALIZER]);
+    await client.patch(Databases.resource, KEY, {
+      type: 'merge',
+      body: { spec: { deletionPolicy: 'Retain' } },
+    });
+    await reconcile();
+    assert.deepEqual(db().metadata.finalizers ?? [], []);
+    await client.delete(Databases.resource, KEY);
+    assert.equal(client.getStored(Databases.resource, KEY), undefined, 'nothing holds the deletion');
+    assert.equal(client.objects(PersistentVolumeClaims, NS).length, 3);
+    await reconcile(); // a reconcile of a deleted Database is a no-op
+  });
+
+  it('growing storage patches each claim and recreates the StatefulSet with orphan deletion', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    simulateReady();
+    await reconcile();
+    const deletes: unknown[] = [];
+    client.onRequest((r) => {
+      if (r.verb === 'delete' && r.resource === StatefulSets) deletes.push(r.options);
+    });
+    await client.patch(Databases.resource, KEY, { type: 'merge', body: { spec: { storage: '20Gi' } } });
+    const result = await reconcile();
+    for (const c of client.objects(PersistentVolumeClaims, NS)) {
+      assert.equal(c.spec?.resources?.requests?.storage, '20Gi', `${c.metadata.name} patched`);
+    }
+    assert.equal(deletes.length, 1);
+    assert.equal((deletes[0] as { propagationPolicy?: string }).propagationPolicy, 'Orphan');
+    assert.deepEqual(result, { requeueAfter: 5000 });
+    assert.equal(db().status?.phase, 'Updating');
+    assert.ok(recorder.events.some((e) => e.reason === 'StorageExpanding'));
+    // The orphaned StatefulSet is gone (the fake deletes at once): the next reconcile recreates it.
+    await reconcile();
+    const sts = client.getStored(StatefulSets, KEY);
+    assert.equal(sts?.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage, '20Gi');
+  });
+
+  it('reports a refused expansion without a hot loop', async () => {
+    await client.create(Databases.resource, database({ replicas: 1 }));
+    await reconcile();
+    simulateReady();
+    await reconcile();
+    client.onRequest((r) => {
+      if (r.verb === 'patch' && r.resource === PersistentVolumeClaims) {
+        throw invalidError(PersistentVolumeClaims, r.name ?? '', [
+          {
+            reason: 'FieldValueForbidden',
+            field: 'spec',
+            message:
+              'Forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize',
+          },
+        ]);
+      }
+    });
+    const stsUid = client.getStored(StatefulSets, KEY)?.metadata.uid;
+    await client.patch(Databases.resource, KEY, { type: 'merge', body: { spec: { storage: '20Gi' } } });
+    client.clearActions();
+    const result = await reconcile();
+    assert.equal(result, undefined, 'no requeue');
+    assert.deepEqual(
+      client.writes({ resource: StatefulSets }),
+      [],
+      'the StatefulSet is neither updated nor recreated',
+    );
+    assert.equal(db().status?.phase, 'Running');
+    assert.equal(cond('Degraded')?.reason, 'StorageExpansionFailed');
+    assert.match(cond('Degraded')?.message ?? '', /must support resize/);
+    assert.ok(recorder.events.some((e) => e.type === 'Warning' && e.reason === 'StorageExpansionFailed'));
+    assert.equal(client.getStored(StatefulSets, KEY)?.metadata.uid, stsUid);
+  });
+});

@@ -80,7 +80,7 @@ export interface Cluster {
 /** A cluster-mode control plane with the Database CRD installed (from the generated YAML). */
 export async function startCluster(): Promise<Cluster> {
   assert.deepEqual(
-    staleOutputs(),
+    await staleOutputs(),
     [],
     'generated manifests are out of date: run npm run generate -w operators/database',
   );

@@ -73,7 +73,8 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
   before(async () => {
     cluster = await startCluster();
     await createNamespace(client(), NS);
-    // The operator's RBAC, exactly as config/rbac ships it (namespace `system` -> the real one, as kustomize does).
+    // The operator's RBAC, exactly as config/rbac ships it (opkit generate writes it for OPERATOR_NS).
+    const rbacFile = (f: string) => readFileSync(join(OPERATOR_DIR, 'config', 'rbac', f), 'utf8');
     const rbac = [
       'service_account.yaml',
       'role.yaml',
@@ -81,13 +82,12 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
       'leader_election_role.yaml',
       'leader_election_role_binding.yaml',
     ]
-      .map((f) =>
-        readFileSync(join(OPERATOR_DIR, 'config', 'rbac', f), 'utf8').replaceAll(
-          'namespace: system',
-          `namespace: ${OPERATOR_NS}`,
-        ),
-      )
+      .map(rbacFile)
       .join('\n---\n');
+    const account = parse(rbacFile('service_account.yaml')) as {
+      metadata: { name: string; namespace: string };
+    };
+    assert.equal(account.metadata.namespace, OPERATOR_NS);
     await createNamespace(client(), OPERATOR_NS);
     execFileSync('kubectl', ['--kubeconfig', cluster.kubeconfig, 'apply', '-f', '-'], {
       input: rbac,
@@ -100,7 +100,7 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
         cluster.kubeconfig,
         'create',
         'token',
-        'database-operator',
+        account.metadata.name,
         '-n',
         OPERATOR_NS,
         '--duration',

@@ -6,7 +6,7 @@
  *   config/crd/kustomization.yaml
  *   config/rbac/role.yaml                    ClusterRole: the merged, sorted declarations (no wildcards)
  *   config/rbac/{role_binding,leader_election_role,leader_election_role_binding,service_account}.yaml
- *   config/manager/{manager,metrics_service,kustomization}.yaml
+ *   config/manager/{manager,metrics_service,kustomization}.yaml   (kustomization.yaml keeps its `images:`)
  *   config/samples/kustomization.yaml        the samples that are there
  *
  * Output is stable: sorted keys and lists, no timestamps; a second run changes nothing. Generated CRD files
@@ -14,6 +14,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { parse } from 'yaml';
 import { CliError } from '../errors.ts';
 import type { Io } from '../io.ts';
 import { fullGroup, type Project, readProject } from '../project.ts';
@@ -28,6 +29,8 @@ import {
 import { importProjectModule, projectFiles } from './load.ts';
 import {
   deployment,
+  type ImageRule,
+  imageRules,
   kustomization,
   leaderElectionRole,
   leaderElectionRoleBinding,
@@ -40,6 +43,8 @@ import {
 } from './manifests.ts';
 import { type Declared, mergeRules, normalizeRules } from './rbac.ts';
 import type { PolicyRule } from './rbac-types.ts';
+
+const MANAGER_KUSTOMIZATION = 'config/manager/kustomization.yaml';
 
 export interface GeneratedFile {
   /** Relative to the project, with '/'. */
@@ -61,8 +66,14 @@ export interface GenerateReport {
   removed: string[];
 }
 
+/** What generate keeps of the committed config/ (edits that kubebuilder's habits make there). */
+export interface KeptSettings {
+  /** config/manager/kustomization.yaml's `images:` (kustomize edit set image controller=<img>). */
+  images?: readonly ImageRule[];
+}
+
 /** The manifests that depend on the PROJECT file only (init writes them before any kind exists). */
-export function projectManifests(p: Project, rules: PolicyRule[]): GeneratedFile[] {
+export function projectManifests(p: Project, rules: PolicyRule[], kept: KeptSettings = {}): GeneratedFile[] {
   const file = (path: string, docs: readonly object[]): GeneratedFile => ({
     path,
     content: GENERATED_HEADER + toYamlDocuments(docs),
@@ -84,9 +95,7 @@ export function projectManifests(p: Project, rules: PolicyRule[]): GeneratedFile
     ]),
     file('config/manager/manager.yaml', [namespace(p), deployment(p)]),
     file('config/manager/metrics_service.yaml', [metricsService(p)]),
-    file('config/manager/kustomization.yaml', [
-      { ...managerKustomization(), resources: ['manager.yaml', 'metrics_service.yaml'] },
-    ]),
+    file('config/manager/kustomization.yaml', [managerKustomization(kept.images)]),
   ];
 }
 
@@ -110,6 +119,20 @@ export function samplesKustomization(dir: string): GeneratedFile {
     path: 'config/samples/kustomization.yaml',
     content: GENERATED_HEADER + toYaml(kustomization(samples)),
   };
+}
+
+/** The settings of the committed config/ that generate keeps (see KeptSettings). */
+export function keptSettings(dir: string): KeptSettings {
+  const file = join(dir, MANAGER_KUSTOMIZATION);
+  if (!existsSync(file)) return {};
+  let parsed: unknown;
+  try {
+    parsed = parse(readFileSync(file, 'utf8'));
+  } catch {
+    return {}; // not YAML: written again from scratch
+  }
+  const images = imageRules(parsed);
+  return images ? { images } : {};
 }
 
 async function loadDefinitions(dir: string): Promise<SourcedDefinition[]> {
@@ -163,7 +186,11 @@ export async function planGeneration(dir: string): Promise<GenerationPlan> {
   }
   const crds = buildCrds(defs);
   const rules = await loadRbac(dir);
-  const files = [...crdFiles(crds), ...projectManifests(project, rules), samplesKustomization(dir)];
+  const files = [
+    ...crdFiles(crds),
+    ...projectManifests(project, rules, keptSettings(dir)),
+    samplesKustomization(dir),
+  ];
   const produced = new Set(files.map((f) => f.path));
   const removals = projectFiles(dir, 'config/crd/bases/*.yaml').filter(
     (f) => !produced.has(f) && readFileSync(join(dir, f), 'utf8').startsWith(GENERATED_HEADER),

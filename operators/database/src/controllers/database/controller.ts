@@ -12,12 +12,18 @@
  * Every child informer is restricted to the objects the operator manages (label
  * app.kubernetes.io/managed-by=opkit-database-operator), so the operator never caches the cluster's
  * other Secrets, pods or claims.
+ *
+ * `rbac` is what the operator may do: `opkit generate` turns it into config/rbac/role.yaml (and
+ * scripts/generate.ts into the chart's RBAC). The restart integration test runs the operator with exactly
+ * that role, and test/unit/database.test.ts checks that every request the controller makes is covered.
  */
+import type { RbacRule } from '@opkit/cli/rbac';
 import {
   ConfigMaps,
   type Controller,
   controllerFor,
   type EventObject,
+  Events,
   generationChanged,
   type KubeObject,
   type Manager,
@@ -57,6 +63,36 @@ export const MANAGED_KINDS: readonly Resource[] = [
   Pods,
   PersistentVolumeClaims,
 ] as Resource[];
+
+/**
+ * Least privilege: exactly the verbs and resources the operator uses, no wildcards. Reads go through the
+ * cache (list and watch, restricted to managed objects) and, for a few reads that must be fresh, get.
+ */
+export const rbac: RbacRule[] = [
+  // The primary resource: read and watch it, add/remove its finalizer (JSON patch).
+  { resource: Databases.resource, verbs: ['get', 'list', 'watch', 'patch'] },
+  // Status is written with merge patches only.
+  { resource: Databases.resource, subresource: 'status', verbs: ['patch'] },
+  // Children carry ownerReferences with blockOwnerDeletion, which needs update on the owner's finalizers.
+  { resource: Databases.resource, subresource: 'finalizers', verbs: ['update'] },
+  // StatefulSet: created, updated, recreated with orphan deletion (storage growth), deleted by the
+  // Delete policy's finalizer.
+  { resource: StatefulSets, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
+  // Services (headless, read-write, read-only; the read-only one is deleted when replicas goes to 1).
+  { resource: Services, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
+  // The credentials Secret: created once, then only missing keys are added (patch). Never updated whole,
+  // never deleted by the operator.
+  { resource: Secrets, verbs: ['get', 'list', 'watch', 'create', 'patch'] },
+  { resource: ConfigMaps, verbs: ['get', 'list', 'watch', 'create', 'update'] },
+  // PodDisruptionBudget when replicas > 1, deleted when replicas goes to 1.
+  { resource: PodDisruptionBudgets, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
+  // Role labels (primary / replica) on the database pods; readiness for the status.
+  { resource: Pods, verbs: ['get', 'list', 'watch', 'patch'] },
+  // Volume expansion (patch the request) and the Delete policy (delete the claims).
+  { resource: PersistentVolumeClaims, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
+  // Events about Databases (events.k8s.io/v1, with series updates).
+  { resource: Events, verbs: ['create', 'patch'] },
+];
 
 export interface DatabaseControllerOptions {
   /** Databases reconciled in parallel (default 2). */

@@ -8,6 +8,7 @@ export {
   EVENT_SOURCE,
   MANAGED_KINDS,
   podPredicate,
+  rbac,
   setupDatabaseController,
 } from './controller.ts';
 export { type CleanupResult, deleteData, FINALIZER, wantsFinalizer } from './deletion.ts';

@@ -168,6 +168,7 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
     if (mode === 'cluster') {
       await client.json('POST', '/apis/storage.k8s.io/v1/storageclasses', defaultStorageClass());
       const common = { dir, kubeconfig: kubeconfigPath };
+      // Each process is registered as soon as it is spawned, so a failure later on still stops it.
       processes.push(
         await startControllerManager({
           ...common,
@@ -177,7 +178,9 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
           clusterCidr: POD_CIDR,
           extraArgs: opts.controllerManagerArgs,
         }),
-        await startScheduler({ ...common, binary: inst.binaries['kube-scheduler'] }),
+      );
+      processes.push(await startScheduler({ ...common, binary: inst.binaries['kube-scheduler'] }));
+      processes.push(
         startKwok({ ...common, binary: inst.binaries.kwok, stages: inst.kwokStages, podCidr: POD_CIDR }),
       );
       provisioner = new VolumeProvisioner(client, { volumeRoot: join(dir, 'volumes'), log });

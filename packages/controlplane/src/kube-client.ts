@@ -85,13 +85,15 @@ export class KubeClient {
   }
 
   /**
-   * Streams a watch: calls onEvent per line until the server closes or `signal` aborts.
-   * Resolves when the stream ends; rejects on HTTP errors.
+   * Streams a watch: calls onEvent per line until the server closes, `signal` aborts, or nothing
+   * (not even a bookmark) arrives for `idleTimeoutMs` (a half-open connection). Resolves when the
+   * stream ends; rejects on HTTP errors and malformed lines.
    */
   watch(
     path: string,
     onEvent: (event: { type: string; object: unknown }) => void,
     signal: AbortSignal,
+    idleTimeoutMs = 90_000,
   ): Promise<void> {
     const url = new URL(path, this.creds.server);
     return new Promise((resolve, reject) => {
@@ -109,17 +111,32 @@ export class KubeClient {
           }
           let buffer = '';
           res.setEncoding('utf8');
+          res.setTimeout(idleTimeoutMs, () => res.destroy());
           res.on('data', (chunk: string) => {
             buffer += chunk;
             let nl = buffer.indexOf('\n');
             while (nl >= 0) {
               const line = buffer.slice(0, nl).trim();
               buffer = buffer.slice(nl + 1);
-              if (line) onEvent(JSON.parse(line));
+              if (line) {
+                let event: { type: string; object: unknown };
+                try {
+                  event = JSON.parse(line) as { type: string; object: unknown };
+                } catch {
+                  reject(
+                    new KubeRequestError('WATCH', path, 200, `malformed watch line: ${line.slice(0, 200)}`),
+                  );
+                  res.destroy();
+                  return;
+                }
+                onEvent(event);
+              }
               nl = buffer.indexOf('\n');
             }
           });
           res.on('end', () => resolve());
+          // An abort or idle timeout destroys the response: 'close' without 'end' (and not always 'error').
+          res.on('close', () => resolve());
           res.on('error', (err) => (signal.aborted ? resolve() : reject(err)));
         },
       );

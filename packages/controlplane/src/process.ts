@@ -16,6 +16,9 @@ function installExitHooks() {
   });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, () => {
+      // Someone else handles this signal (a manager's graceful shutdown, a supervisor): let them finish
+      // with the control plane still up; the 'exit' hook above still kills whatever is left.
+      if (process.listenerCount(signal) > 1) return;
       for (const p of live) p.killNow();
       for (const fn of signalCleanups) {
         try {
@@ -24,8 +27,7 @@ function installExitHooks() {
           // Best effort: we are exiting anyway.
         }
       }
-      // Only exit if nobody else handles the signal (a manager's graceful shutdown, a test runner).
-      if (process.listenerCount(signal) <= 1) process.exit(signal === 'SIGINT' ? 130 : 143);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
     });
   }
 }

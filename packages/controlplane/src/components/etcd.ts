@@ -28,10 +28,16 @@ export async function startEtcd(binary: string, dir: string, extraArgs: string[]
     ...extraArgs,
   ];
   const process = new ManagedProcess('etcd', binary, args, join(dir, 'etcd.log'));
-  await waitFor('etcd', process, async () => {
-    const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(2000) });
-    return res.ok && ((await res.json()) as { health?: string }).health === 'true';
-  });
+  try {
+    await waitFor('etcd', process, async () => {
+      const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(2000) });
+      return res.ok && ((await res.json()) as { health?: string }).health === 'true';
+    });
+  } catch (err) {
+    // Never leave a half-started etcd behind: the caller has no handle on it yet.
+    await process.stop(2000);
+    throw err;
+  }
   return { process, clientUrl };
 }
 

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { start } from '../../src/index.ts';
 import { adminClient } from './helpers.ts';
@@ -31,9 +35,53 @@ test('two control planes run side by side, and stop() leaves no process and no d
   assert.equal(existsSync(b.dir), false);
 });
 
-test('a failed start cleans up after itself', async () => {
-  await assert.rejects(
-    start({ mode: 'apiserver', apiServerArgs: ['--no-such-flag'] }),
-    /kube-apiserver exited unexpectedly/,
-  );
+const childPids = () =>
+  spawnSync('pgrep', ['-P', String(process.pid)], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter(Boolean)
+    .map(Number);
+
+test('a failed start stops what it started and removes its directory', async () => {
+  // A private TMPDIR: other processes on the machine may be starting control planes too.
+  const privateTmp = mkdtempSync(join(tmpdir(), 'opkit-lifecycle-'));
+  const savedTmp = process.env.TMPDIR;
+  process.env.TMPDIR = privateTmp;
+  const pidsBefore = new Set(childPids());
+  try {
+    await assert.rejects(
+      start({ mode: 'apiserver', apiServerArgs: ['--no-such-flag'] }),
+      /kube-apiserver exited unexpectedly/,
+    );
+  } finally {
+    if (savedTmp === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = savedTmp;
+  }
+  assert.deepEqual(readdirSync(privateTmp), [], 'the failed start left its directory behind');
+  rmSync(privateTmp, { recursive: true });
+  const leftPids = childPids().filter((p) => !pidsBefore.has(p) && alive(p));
+  assert.deepEqual(leftPids, [], 'etcd or another component outlived the failed start');
+});
+
+test('SIGTERM to the process that started a control plane stops its components and removes its directory', async () => {
+  const script = `
+    import { start } from ${JSON.stringify(new URL('../../src/index.ts', import.meta.url).href)};
+    const cp = await start({ mode: 'apiserver' });
+    console.log(JSON.stringify({ pids: cp.pids(), dir: cp.dir }));
+    setInterval(() => {}, 1000);
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  const { pids, dir } = JSON.parse(line.toString()) as { pids: number[]; dir: string };
+  assert.equal(pids.length, 2);
+  assert.ok(existsSync(dir));
+  child.kill('SIGTERM');
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  assert.ok(code === 143 || signal === 'SIGTERM', `exit ${code} ${signal}`);
+  // SIGKILLed components are reaped by init shortly after their parent exits.
+  const deadline = Date.now() + 5000;
+  while (pids.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  for (const pid of pids) assert.equal(alive(pid), false, `component ${pid} survived SIGTERM`);
+  assert.equal(existsSync(dir), false);
 });

@@ -1,0 +1,116 @@
+/**
+ * The equivalence check: for the same input, every implementation must leave the same objects. Objects
+ * are compared after removing what the API server sets (uid, resourceVersion, timestamps, managedFields,
+ * cluster IPs, status of children) and what is random by design (password values: only their length and
+ * alphabet are compared). The Databases' status is compared too, without timestamps.
+ */
+import type { KubeObject } from './kube.ts';
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+function sortKeys(v: Json): Json {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, sortKeys(v[k]!)]),
+    );
+  }
+  return v;
+}
+
+/** Generated passwords: long runs of letters and digits (a host name has dots, a user name is short). */
+const RANDOM = /^[A-Za-z0-9]{20,}$/;
+
+export function normalize(kind: string, o: KubeObject): Json {
+  const x = structuredClone(o) as unknown as { [k: string]: Json } & { metadata: { [k: string]: Json } };
+  const md = x.metadata;
+  for (const k of [
+    'uid',
+    'resourceVersion',
+    'creationTimestamp',
+    'managedFields',
+    'generation',
+    'selfLink',
+  ]) {
+    delete md[k];
+  }
+  if (Array.isArray(md.ownerReferences)) {
+    for (const r of md.ownerReferences as Array<{ [k: string]: Json }>) delete r.uid;
+  }
+  if (md.finalizers && Array.isArray(md.finalizers) && md.finalizers.length === 0) delete md.finalizers;
+  if (kind !== 'Database') delete x.status;
+  if (kind === 'Service') {
+    const spec = x.spec as { [k: string]: Json };
+    if (spec.clusterIP !== 'None') {
+      delete spec.clusterIP;
+      delete spec.clusterIPs;
+    } else spec.clusterIPs = ['None'];
+  }
+  if (kind === 'Secret') {
+    const data = (x.data ?? {}) as { [k: string]: string };
+    const decoded = Object.fromEntries(
+      Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]),
+    );
+    const randoms = Object.entries(decoded).filter(([, v]) => RANDOM.test(v));
+    const out: { [k: string]: string } = {};
+    for (const [k, v] of Object.entries(decoded)) {
+      let value = v;
+      for (const [rk, rv] of randoms) {
+        value = value === rv ? `<random ${rv.length} letters and digits>` : value.replaceAll(rv, `<${rk}>`);
+      }
+      out[k] = value;
+    }
+    x.data = out;
+  }
+  if (kind === 'Database') {
+    delete x.spec;
+    const status = x.status as { conditions?: Array<{ [k: string]: Json }> } | undefined;
+    for (const c of status?.conditions ?? []) delete c.lastTransitionTime;
+  }
+  return sortKeys(x as Json);
+}
+
+/** Differences of b against a, as readable lines (path: a-value != b-value). */
+export function diff(a: Json | undefined, b: Json | undefined, path = ''): string[] {
+  if (JSON.stringify(a) === JSON.stringify(b)) return [];
+  const isObj = (v: Json | undefined): v is { [k: string]: Json } =>
+    v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (isObj(a) && isObj(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+    return keys.flatMap((k) => diff(a[k], b[k], `${path}.${k}`));
+  }
+  if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
+    return a.flatMap((v, i) => diff(v, b[i], `${path}[${i}]`));
+  }
+  const show = (v: Json | undefined) => {
+    const s = v === undefined ? '(absent)' : JSON.stringify(v);
+    return s.length > 160 ? `${s.slice(0, 160)}...` : s;
+  };
+  return [`${path || '.'}: ${show(a)} != ${show(b)}`];
+}
+
+export interface EquivalenceReport {
+  reference: string;
+  impl: string;
+  childDiffs: string[];
+  statusDiffs: string[];
+}
+
+export function compareSnapshots(
+  reference: string,
+  ref: Record<string, unknown>,
+  impl: string,
+  other: Record<string, unknown>,
+): EquivalenceReport {
+  const childDiffs: string[] = [];
+  const statusDiffs: string[] = [];
+  const keys = [...new Set([...Object.keys(ref), ...Object.keys(other)])].sort();
+  for (const k of keys) {
+    const lines = diff(ref[k] as Json | undefined, other[k] as Json | undefined).map((l) => `${k} ${l}`);
+    if (k.startsWith('Database/')) statusDiffs.push(...lines);
+    else childDiffs.push(...lines);
+  }
+  return { reference, impl, childDiffs, statusDiffs };
+}

@@ -1,0 +1,151 @@
+/**
+ * The implementations under test and how to start them: each is a child process given a kubeconfig,
+ * a metrics port and a health-probe port; it is ready when GET /readyz on the probe port returns 200
+ * (after its caches synced).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { MeasuredProcess } from './proc.ts';
+
+export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
+export const GO_PEER_DIR = join(REPO_ROOT, 'bench', 'operators', 'controller-runtime');
+export const CLIENT_NODE_PEER = join(REPO_ROOT, 'bench', 'operators', 'client-node', 'main.ts');
+export const OPKIT_MAIN = join(REPO_ROOT, 'operators', 'database', 'src', 'main.ts');
+
+export type OperatorImpl = 'opkit' | 'controller-runtime' | 'client-node';
+
+export interface StartOptions {
+  kubeconfigPath: string;
+  logFile: string;
+  /** node --cpu-prof into this directory (TypeScript implementations only) */
+  cpuProfDir?: string;
+  /** --max-concurrent-reconciles, when not the implementation's default */
+  workers?: number;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        address && typeof address === 'object' ? resolvePort(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+export function benchCacheDir(): string {
+  const dir = join(process.env.OPKIT_CACHE_DIR ?? join(homedir(), '.cache', 'opkit'), 'bench');
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+/** Builds the controller-runtime peer through the Go module proxy into the cache (keyed by its sources). */
+export function buildGoPeer(log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): string {
+  const files = readdirSync(GO_PEER_DIR)
+    .filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum')
+    .sort();
+  const hash = createHash('sha256');
+  for (const f of files) hash.update(f).update(readFileSync(join(GO_PEER_DIR, f)));
+  const out = join(benchCacheDir(), `database-operator-go-${hash.digest('hex').slice(0, 12)}`);
+  if (existsSync(out)) return out;
+  log(
+    `building the controller-runtime peer (go build through the module proxy; minutes the first time) -> ${out}`,
+  );
+  const t = performance.now();
+  const res = spawnSync('go', ['build', '-trimpath', '-o', out, '.'], {
+    cwd: GO_PEER_DIR,
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, CGO_ENABLED: '0' },
+  });
+  if (res.status !== 0)
+    throw new Error(`go build of the controller-runtime peer failed (exit ${res.status})`);
+  log(`built the controller-runtime peer in ${((performance.now() - t) / 1000).toFixed(0)} s`);
+  return out;
+}
+
+export function goVersionOf(binary: string): string {
+  try {
+    return execFileSync('go', ['version', binary], { encoding: 'utf8' }).trim();
+  } catch {
+    return '';
+  }
+}
+
+export interface RunningOperator {
+  impl: OperatorImpl;
+  proc: MeasuredProcess;
+  healthPort: number;
+  metricsPort: number;
+  startedAt: number;
+}
+
+export async function startOperator(impl: OperatorImpl, opts: StartOptions): Promise<RunningOperator> {
+  const metricsPort = await freePort();
+  const healthPort = await freePort();
+  const common = [
+    '--kubeconfig',
+    opts.kubeconfigPath,
+    '--metrics-bind-address',
+    `127.0.0.1:${metricsPort}`,
+    '--health-probe-bind-address',
+    `127.0.0.1:${healthPort}`,
+    ...(opts.workers ? ['--max-concurrent-reconciles', String(opts.workers)] : []),
+  ];
+  const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
+  let command: string;
+  let args: string[];
+  switch (impl) {
+    case 'opkit':
+      command = process.execPath;
+      args = [...nodeFlags, OPKIT_MAIN, ...common];
+      break;
+    case 'client-node':
+      command = process.execPath;
+      args = [...nodeFlags, CLIENT_NODE_PEER, ...common];
+      break;
+    case 'controller-runtime':
+      command = buildGoPeer();
+      args = common;
+      break;
+  }
+  const startedAt = performance.now();
+  const proc = new MeasuredProcess(impl, command, args, opts.logFile);
+  return { impl, proc, healthPort, metricsPort, startedAt };
+}
+
+function httpGet(port: number, path: string): Promise<number> {
+  return new Promise((resolveCode) => {
+    const req = request({ host: '127.0.0.1', port, path, timeout: 2000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolveCode(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolveCode(0));
+    req.on('timeout', () => {
+      req.destroy();
+      resolveCode(0);
+    });
+    req.end();
+  });
+}
+
+/** Polls /readyz every 20 ms; returns the time it first answered 200. */
+export async function waitReady(op: RunningOperator, timeoutMs = 120_000): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (!op.proc.running) {
+      throw new Error(`${op.impl} exited before it was ready:\n${op.proc.logTail()}`);
+    }
+    if ((await httpGet(op.healthPort, '/readyz')) === 200) return performance.now();
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`${op.impl} was not ready within ${timeoutMs / 1000} s:\n${op.proc.logTail()}`);
+}

@@ -1,0 +1,327 @@
+/**
+ * opkit's operator benchmark: opkit's Database operator against the same reconciler on controller-runtime
+ * (Go) and on plain @kubernetes/client-node, and the floor (the same writes with no controller).
+ *
+ *   npm run bench -- --scenario all --n 100,1000 --runs 3
+ *   npm run bench -- --scenario convergence --n 100 --impls opkit,controller-runtime
+ *   npm run bench -- --scenario equivalence
+ *
+ * Scenarios: equivalence, convergence, steady, latency, startup, e2e (cluster mode), floor, all.
+ * Results go to bench/results/<date>/ (results.md, results.json, plot.svg) and bench/results/latest.md.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { compareSnapshots, type EquivalenceReport } from './equivalence.ts';
+import { buildGoPeer } from './impls.ts';
+import { IMPLS, type ImplName, type Metric, machine, markdownTable, svgPlot } from './report.ts';
+import { type Phase, type RequestSummary, type RunResult, runOnce } from './scenarios.ts';
+
+const { values } = parseArgs({
+  options: {
+    scenario: { type: 'string', default: 'all' },
+    n: { type: 'string', default: '100' },
+    runs: { type: 'string', default: '3' },
+    impls: { type: 'string', default: IMPLS.join(',') },
+    'steady-seconds': { type: 'string', default: '60' },
+    'latency-changes': { type: 'string', default: '200' },
+    'writer-concurrency': { type: 'string', default: '32' },
+    'e2e-n': { type: 'string', default: '20' },
+    'timeout-seconds': { type: 'string', default: '900' },
+    'cpu-prof': { type: 'boolean', default: false },
+    out: { type: 'string' },
+    'no-latest': { type: 'boolean', default: false },
+    /** Rewrite the report (table, plot, latest.md) from results.json files, without running anything. */
+    from: { type: 'string' },
+    /** A Markdown file appended to the report (the analysis of the figures). */
+    notes: { type: 'string' },
+  },
+});
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+const scenario = values.scenario;
+const ns = values.n.split(',').map(Number);
+const runs = Number(values.runs);
+const impls = values.impls.split(',') as ImplName[];
+for (const i of impls) if (!IMPLS.includes(i)) throw new Error(`unknown implementation ${i}`);
+const benchDir = resolve(import.meta.dirname, '..');
+const date = values.out ? basename(values.out) : new Date().toISOString().slice(0, 16).replace(/[:T]/g, '-');
+const outDir = values.out ? resolve(values.out) : join(benchDir, 'results', date);
+const workRoot = mkdtempSync(join(tmpdir(), 'opkit-bench-'));
+
+const PHASES: Record<string, Phase[]> = {
+  convergence: ['convergence'],
+  floor: ['convergence'],
+  steady: ['convergence', 'steady'],
+  latency: ['convergence', 'latency'],
+  startup: ['convergence', 'startup'],
+  e2e: ['e2e'],
+  all: ['convergence', 'steady', 'latency', 'startup'],
+};
+
+const common = {
+  writerConcurrency: Number(values['writer-concurrency']),
+  steadySeconds: Number(values['steady-seconds']),
+  latencyChanges: Number(values['latency-changes']),
+  convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
+  cpuProf: values['cpu-prof'],
+  log,
+};
+
+const results: RunResult[] = [];
+let equivalence: EquivalenceReport[] | undefined;
+let kubeVersion = 'unknown';
+
+async function runEquivalence(): Promise<EquivalenceReport[]> {
+  log('equivalence check: 6 Databases (mysql/postgres x 1/2/3 replicas) through each implementation');
+  const snaps: Partial<Record<ImplName, Record<string, unknown>>> = {};
+  for (const impl of IMPLS) {
+    const r = await runOnce({
+      ...common,
+      impl,
+      n: 6,
+      phases: ['convergence'],
+      workDir: join(workRoot, `equivalence-${impl}`),
+      snapshot: true,
+      cpuProf: false,
+    });
+    kubeVersion = r.kubeVersion;
+    snaps[impl] = r.snapshot ?? {};
+  }
+  const reports = IMPLS.filter((i) => i !== 'opkit').map((impl) =>
+    compareSnapshots('opkit', snaps.opkit ?? {}, impl, snaps[impl] ?? {}),
+  );
+  for (const r of reports) {
+    log(
+      `  ${r.impl} vs opkit: ${r.childDiffs.length ? `${r.childDiffs.length} child differences` : 'children identical'}, ` +
+        `${r.statusDiffs.length ? `${r.statusDiffs.length} status differences` : 'status identical'}`,
+    );
+    for (const l of [...r.childDiffs, ...r.statusDiffs].slice(0, 20)) log(`    ${l}`);
+  }
+  writeFileSync(join(workRoot, 'equivalence.json'), JSON.stringify({ snaps, reports }, null, 1));
+  return reports;
+}
+
+/** A run that fails (an implementation that never converges, say) is recorded, and the benchmark goes on. */
+async function runOrRecord(opts: Parameters<typeof runOnce>[0]): Promise<RunResult> {
+  try {
+    return await runOnce(opts);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    log(`  ${opts.impl} N=${opts.n} failed: ${message}`);
+    return { impl: opts.impl, n: opts.n, kubeVersion, failures: [message] };
+  }
+}
+
+function eventWrites(req: RequestSummary) {
+  return Object.entries(req.detail)
+    .filter(([verb]) => ['POST', 'PUT', 'PATCH', 'DELETE'].includes(verb))
+    .reduce((sum, [, byRes]) => sum + (byRes.events ?? 0), 0);
+}
+
+function metricsOf(rs: RunResult[]): Metric[] {
+  const out: Metric[] = [];
+  const add = (
+    scenarioName: string,
+    n: number,
+    metric: string,
+    unit: string,
+    pick: (r: RunResult) => number | undefined,
+  ) => {
+    const values: Metric['values'] = {};
+    for (const r of rs.filter((x) => x.n === n)) {
+      const v = pick(r);
+      if (v !== undefined && Number.isFinite(v)) values[r.impl] = [...(values[r.impl] ?? []), v];
+    }
+    if (Object.keys(values).length)
+      out.push({ scenario: scenarioName, n: Math.abs(n), metric, unit, values });
+  };
+  for (const n of [...new Set(rs.map((r) => r.n))].sort((a, b) => a - b)) {
+    const c = (r: RunResult) => {
+      const fig = r.convergence ?? r.e2e;
+      if (!fig || r.impl !== 'floor') return fig;
+      // The floor's requests are the harness's own: leave out the workload's Database creates, which the
+      // operators' figures do not include either.
+      const creates = fig.requests.detail.POST?.databases ?? 0;
+      return { ...fig, requests: { ...fig.requests, writes: fig.requests.writes - creates } };
+    };
+    const sc = rs.some((r) => r.n === n && r.e2e) ? 'e2e (cluster)' : 'convergence';
+    add(
+      sc,
+      n,
+      sc === 'convergence' ? 'convergence time' : 'time until every Database is Running',
+      's',
+      (r) => c(r)?.seconds,
+    );
+    add(sc, n, 'writes', '', (r) => c(r)?.requests.writes);
+    add(sc, n, 'writes per Database', '', (r) => (c(r) ? c(r)!.requests.writes / Math.abs(n) : undefined));
+    add(sc, n, 'writes per Database, Events excluded', '', (r) =>
+      c(r) ? (c(r)!.requests.writes - eventWrites(c(r)!.requests)) / Math.abs(n) : undefined,
+    );
+    add(sc, n, 'reads (GET+LIST)', '', (r) => c(r)?.requests.reads);
+    add(sc, n, 'operator CPU', 's', (r) => c(r)?.cpuSeconds);
+    add(sc, n, 'peak RSS', 'MiB', (r) => c(r)?.peakRssMiB);
+    add('steady', n, 'writes while idle', '', (r) => r.steady?.requests.writes);
+    add('steady', n, 'reads while idle', '', (r) => r.steady?.requests.reads);
+    add('steady', n, 'idle CPU', 's', (r) => r.steady?.cpuSeconds);
+    add('latency', n, 'spec change -> StatefulSet p50', 'ms', (r) => r.latency?.p50ms);
+    add('latency', n, 'spec change -> StatefulSet p99', 'ms', (r) => r.latency?.p99ms);
+    add('latency', n, 'writes per change', '', (r) =>
+      r.latency ? r.latency.requests.writes / r.latency.changes : undefined,
+    );
+    add('startup', n, 'time to ready', 's', (r) => r.startup?.readySeconds);
+    add('startup', n, 'writes at start-up', '', (r) => r.startup?.requests.writes);
+    add('startup', n, 'reads at start-up', '', (r) => r.startup?.requests.reads);
+    add('startup', n, 'peak RSS', 'MiB', (r) => r.startup?.peakRssMiB);
+  }
+  return out;
+}
+
+function failuresSection(): string[] {
+  const lines = results.flatMap((r) =>
+    [...(r.failures ?? []), ...(r.latency?.failed ? [`latency: ${r.latency.failed}`] : [])].map(
+      (f) => `- ${r.impl}, N=${Math.abs(r.n)}${r.n < 0 ? ' (cluster mode)' : ''}: ${f.split('\n')[0]}`,
+    ),
+  );
+  return lines.length ? ['## Failures', '', ...lines, ''] : [];
+}
+
+function writeResults() {
+  mkdirSync(outDir, { recursive: true });
+  const metrics = metricsOf(results);
+  const m = machine(kubeVersion);
+  const byRun = results.map((r) => ({ ...r, snapshot: undefined }));
+  writeFileSync(
+    join(outDir, 'results.json'),
+    `${JSON.stringify({ machine: m, results: byRun, equivalence }, null, 1)}\n`,
+  );
+  const svg = svgPlot(metrics);
+  writeFileSync(join(outDir, 'plot.svg'), svg);
+  const eq = equivalence
+    ? equivalence
+        .map(
+          (r) =>
+            `- ${r.impl} vs opkit: ${r.childDiffs.length === 0 ? 'children identical' : `**${r.childDiffs.length} child differences**`}` +
+            `, ${r.statusDiffs.length === 0 ? 'status identical' : `${r.statusDiffs.length} status differences`}` +
+            [...r.childDiffs, ...r.statusDiffs]
+              .slice(0, 12)
+              .map((l) => `\n  - \`${l}\``)
+              .join(''),
+        )
+        .join('\n')
+    : '- not run in this invocation';
+  const md = [
+    `# Operator benchmark results (${date})`,
+    '',
+    ...(values.from ? [] : [`Command: \`npm run bench -- ${process.argv.slice(2).join(' ')}\``, '']),
+    '## Machine',
+    '',
+    ...Object.entries(m).map(([k, v]) => `- ${k}: ${v}`),
+    '',
+    '## Equivalence check (before timing)',
+    '',
+    eq,
+    '',
+    '## Results',
+    '',
+    `Median of ${runs} run(s) (min-max in parentheses); ratios are of medians. Lower is better everywhere.`,
+    "Requests are the operator's own: apiserver_request_total (after - before) minus the requests the",
+    'harness itself made in the window, which it counts exactly. Writes = POST, PUT, PATCH, DELETE;',
+    'reads = GET, LIST (watches are long-running and not counted). Events (events.k8s.io) are writes too.',
+    '',
+    markdownTable(metrics),
+    '',
+    '![convergence time and peak RSS against N](plot.svg)',
+    '',
+    ...failuresSection(),
+    ...(values.notes ? [readFileSync(values.notes, 'utf8')] : []),
+  ].join('\n');
+  writeFileSync(join(outDir, 'results.md'), md);
+  if (!values['no-latest']) {
+    const rel = outDir.startsWith(join(benchDir, 'results'))
+      ? outDir.slice(join(benchDir, 'results').length + 1)
+      : outDir;
+    writeFileSync(
+      join(benchDir, 'results', 'latest.md'),
+      md
+        .replace('](plot.svg)', `](${rel}/plot.svg)`)
+        .replace(/^# .*$/m, (h) => `${h}\n\nFull results: [${rel}/results.md](${rel}/results.md)`),
+    );
+  }
+  log(`results written to ${outDir}`);
+}
+
+if (values.from) {
+  // Comma-separated results.json files, merged (e.g. a full run at N=100 and a convergence run at N=1000).
+  for (const file of values.from.split(',')) {
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as {
+      machine: Record<string, string>;
+      results: RunResult[];
+      equivalence?: EquivalenceReport[];
+    };
+    results.push(...saved.results);
+    kubeVersion = saved.results.find((r) => r.kubeVersion !== 'unknown')?.kubeVersion ?? kubeVersion;
+    equivalence ??= saved.equivalence;
+  }
+  writeResults();
+  process.exit(0);
+}
+
+try {
+  // The peers take the engine content from opkit's builders as they are now.
+  const { generateTemplates } = await import('../operators/gen-templates.ts');
+  generateTemplates();
+  if (impls.includes('controller-runtime')) buildGoPeer(log);
+  if (scenario === 'equivalence' || scenario === 'all') equivalence = await runEquivalence();
+  if (scenario === 'equivalence') {
+    writeResults();
+  } else {
+    const phases = PHASES[scenario];
+    if (!phases) throw new Error(`unknown scenario ${scenario}`);
+    const list: ImplName[] = scenario === 'floor' ? ['floor'] : impls;
+    const sizes = scenario === 'e2e' ? values['e2e-n'].split(',').map(Number) : ns;
+    for (const n of sizes) {
+      for (let run = 0; run < runs; run++) {
+        // Implementations interleaved run by run, so slow drift of the machine hits them alike.
+        for (const impl of list) {
+          log(`run ${run + 1}/${runs}: ${impl}, N=${n}, ${phases.join(' + ')}`);
+          const r = await runOrRecord({
+            ...common,
+            impl,
+            n,
+            phases: impl === 'floor' ? ['convergence'] : phases,
+            workDir: join(workRoot, `${impl}-${n}-${run}`),
+            ...(scenario === 'e2e' ? { cluster: { nodes: Math.max(3, Math.ceil(n / 20)) } } : {}),
+          });
+          kubeVersion = r.kubeVersion;
+          results.push(r);
+          writeResults();
+        }
+      }
+    }
+    if (scenario === 'all' && values['e2e-n'] !== '0') {
+      for (const n of values['e2e-n'].split(',').map(Number)) {
+        for (const impl of impls.filter((i) => i !== 'floor')) {
+          log(`e2e (cluster mode): ${impl}, N=${n}`);
+          const r = await runOrRecord({
+            ...common,
+            impl,
+            n,
+            phases: ['e2e'],
+            workDir: join(workRoot, `e2e-${impl}-${n}`),
+            cluster: { nodes: Math.max(3, Math.ceil(n / 20)) },
+          });
+          results.push({ ...r, n: -n });
+          writeResults();
+        }
+      }
+    }
+    writeResults();
+  }
+  log(`work files (operator logs, profiles): ${workRoot}`);
+} catch (err) {
+  log(`benchmark failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  log(`work files (operator logs): ${workRoot}`);
+  process.exitCode = 1;
+}

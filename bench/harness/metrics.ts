@@ -1,0 +1,82 @@
+/**
+ * The API server's own request counters: apiserver_request_total{verb,resource,subresource,...} from
+ * /metrics. The operator's requests in a window are after - before - the harness's own requests.
+ */
+import { addCount, type Kube, type RequestCounts } from './kube.ts';
+
+export const WRITE_VERBS = ['POST', 'PUT', 'PATCH', 'APPLY', 'DELETE', 'DELETECOLLECTION'];
+export const READ_VERBS = ['GET', 'LIST'];
+
+function parseLabels(s: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of s.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) out[m[1]!] = m[2]!;
+  return out;
+}
+
+export async function scrapeRequestCounts(kube: Kube): Promise<RequestCounts> {
+  const res = await kube.raw('GET', '/metrics', undefined, undefined, 'text/plain');
+  if (res.code !== 200) throw new Error(`GET /metrics: HTTP ${res.code}`);
+  const counts: RequestCounts = new Map();
+  for (const line of res.text.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const close = line.lastIndexOf('}');
+    const labels = parseLabels(line.slice('apiserver_request_total{'.length, close));
+    const value = Number(line.slice(close + 1).trim());
+    if (!labels.resource) continue;
+    const res = labels.subresource ? `${labels.resource}/${labels.subresource}` : labels.resource;
+    addCount(counts, labels.verb ?? '?', res, value);
+  }
+  return counts;
+}
+
+/** a - b - c, per verb and resource; zero entries dropped. */
+export function diffCounts(a: RequestCounts, b: RequestCounts, c?: RequestCounts): RequestCounts {
+  const out: RequestCounts = new Map();
+  for (const [verb, byRes] of a) {
+    for (const [res, n] of byRes) {
+      const d = n - (b.get(verb)?.get(res) ?? 0) - (c?.get(verb)?.get(res) ?? 0);
+      if (d !== 0) addCount(out, verb, res, d);
+    }
+  }
+  return out;
+}
+
+/**
+ * Resources the benchmark is about; other requests are ignored: the API server's own loops (its identity
+ * Lease renewals, bootstrap) land in the same counters. No implementation uses leader election here.
+ */
+export const BENCH_RESOURCES = new Set([
+  'databases',
+  'databases/status',
+  'secrets',
+  'configmaps',
+  'services',
+  'statefulsets',
+  'poddisruptionbudgets',
+  'events',
+  'persistentvolumeclaims',
+  'pods',
+]);
+
+export function summarize(counts: RequestCounts): {
+  byVerb: Record<string, number>;
+  writes: number;
+  reads: number;
+  detail: Record<string, Record<string, number>>;
+} {
+  const byVerb: Record<string, number> = {};
+  const detail: Record<string, Record<string, number>> = {};
+  let writes = 0;
+  let reads = 0;
+  for (const [verb, byRes] of counts) {
+    for (const [res, n] of byRes) {
+      if (!BENCH_RESOURCES.has(res)) continue;
+      byVerb[verb] = (byVerb[verb] ?? 0) + n;
+      detail[verb] ??= {};
+      detail[verb][res] = n;
+      if (WRITE_VERBS.includes(verb)) writes += n;
+      if (READ_VERBS.includes(verb)) reads += n;
+    }
+  }
+  return { byVerb, writes, reads, detail };
+}

@@ -1,0 +1,84 @@
+/**
+ * Summarizes V8 CPU profiles (node --cpu-prof): self time by function and by package/area.
+ *   node bench/harness/profile.ts <file.cpuprofile|dir> [--top 25]
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: Node[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+function area(url: string, fn: string): string {
+  if (!url) return fn.startsWith('(') ? fn : '(native/V8)';
+  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (nm) return nm[1]!;
+  if (url.startsWith('node:')) return url.split('/')[0]!;
+  const m = /\/(packages\/[^/]+\/src\/[^/]+|operators\/[^/]+\/src\/[^/]+|bench\/[^/]+)/.exec(url);
+  return m ? m[1]! : url;
+}
+
+export function summarize(files: string[], top = 25): string {
+  const byFn = new Map<string, number>();
+  const byArea = new Map<string, number>();
+  let total = 0;
+  for (const f of files) {
+    const p = JSON.parse(readFileSync(f, 'utf8')) as Profile;
+    const nodes = new Map(p.nodes.map((n) => [n.id, n]));
+    for (let i = 0; i < p.samples.length; i++) {
+      const n = nodes.get(p.samples[i]!);
+      const dt = (p.timeDeltas[i] ?? 0) / 1000;
+      if (!n) continue;
+      total += dt;
+      const cf = n.callFrame;
+      if (cf.functionName === '(idle)') continue;
+      const where = cf.url
+        ? `${cf.url.replace(/^file:\/\/.*?\/(node_modules|packages|operators|bench)\//, '$1/')}:${cf.lineNumber + 1}`
+        : '';
+      const key = `${cf.functionName || '(anonymous)'} ${where}`;
+      byFn.set(key, (byFn.get(key) ?? 0) + dt);
+      const a = area(cf.url, cf.functionName);
+      byArea.set(a, (byArea.get(a) ?? 0) + dt);
+    }
+  }
+  const idle = total - [...byArea.values()].reduce((a, b) => a + b, 0);
+  const busy = total - idle;
+  const fmt = (m: Map<string, number>) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([k, v]) => `${v.toFixed(0).padStart(7)} ms ${((v / busy) * 100).toFixed(1).padStart(5)}%  ${k}`)
+      .join('\n');
+  return [
+    `profiled ${(total / 1000).toFixed(1)} s, busy ${(busy / 1000).toFixed(1)} s`,
+    '',
+    'self time by area:',
+    fmt(byArea),
+    '',
+    'self time by function:',
+    fmt(byFn),
+  ].join('\n');
+}
+
+if (import.meta.main) {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { top: { type: 'string', default: '25' } },
+  });
+  const files = positionals.flatMap((p) =>
+    statSync(p).isDirectory()
+      ? readdirSync(p)
+          .filter((f) => f.endsWith('.cpuprofile'))
+          .map((f) => join(p, f))
+      : [p],
+  );
+  console.log(summarize(files, Number(values.top)));
+}

@@ -1,0 +1,350 @@
+/**
+ * The Database operator the way TypeScript operators are commonly written today: @kubernetes/client-node's
+ * makeInformer per kind and a simple loop. Every event (of a Database or of one of its children) runs
+ * the whole reconcile at once, with no work queue: read each child from the API, create it on 404, else
+ * replace it; then write the status. No deduplication, no rate limiting, no comparison before writing.
+ * (The credentials Secret is only created, never replaced: replacing it would regenerate passwords.)
+ *
+ * Children come from the same templates as the controller-runtime peer (rendered from opkit's builders,
+ * see ../gen-templates.ts), so the three implementations create identical objects.
+ *
+ *   node bench/operators/client-node/main.ts --kubeconfig K --health-probe-bind-address 127.0.0.1:8081
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+
+const { values } = parseArgs({
+  options: {
+    kubeconfig: { type: 'string' },
+    'metrics-bind-address': { type: 'string', default: '0' },
+    'health-probe-bind-address': { type: 'string', default: ':8081' },
+    'max-concurrent-reconciles': { type: 'string' },
+    'leader-elect': { type: 'boolean' },
+  },
+});
+
+const GROUP = 'myapp.example.com';
+const VERSION = 'v1';
+const PLURAL = 'databases';
+
+interface Template {
+  children: k8s.KubernetesObject[];
+  passwordKeys: string[];
+  passwordLength: number;
+  passwordAlphabet: string;
+  endpoints: { readWrite: string; readOnly?: string; port: number };
+  selector: string;
+  secretName: string;
+  statefulSetName: string;
+}
+const templates = JSON.parse(
+  readFileSync(join(import.meta.dirname, '..', 'controller-runtime', 'templates.json'), 'utf8'),
+) as {
+  placeholders: { name: string; namespace: string; configHash: string };
+  templates: Record<string, Template>;
+};
+
+/** sha256 of the ConfigMap's data (keys sorted), like opkit's configHash: a config change rolls the pods. */
+function configHash(data: Record<string, string>): string {
+  const h = createHash('sha256');
+  for (const key of Object.keys(data).sort()) h.update(`${key}\0${data[key]}\0`);
+  return h.digest('hex').slice(0, 32);
+}
+
+interface Database extends k8s.KubernetesObject {
+  metadata: k8s.V1ObjectMeta;
+  spec: { engine: string; version: string; replicas?: number; storage: string };
+  status?: Record<string, unknown> & { conditions?: Condition[] };
+}
+interface Condition {
+  type: string;
+  status: string;
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+  lastTransitionTime: string;
+}
+
+const kc = new k8s.KubeConfig();
+if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
+else kc.loadFromDefault();
+const core = kc.makeApiClient(k8s.CoreV1Api);
+const apps = kc.makeApiClient(k8s.AppsV1Api);
+const policy = kc.makeApiClient(k8s.PolicyV1Api);
+const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+function render(db: Database): Template | undefined {
+  const t = templates.templates[`${db.spec.engine}/${db.spec.version}/${db.spec.replicas ?? 1}`];
+  const p = templates.placeholders;
+  if (
+    !t ||
+    db.metadata.name!.length !== p.name.length ||
+    db.metadata.namespace!.length !== p.namespace.length
+  ) {
+    return undefined;
+  }
+  const text = JSON.stringify(t)
+    .replaceAll(templates.placeholders.name, db.metadata.name!)
+    .replaceAll(templates.placeholders.namespace, db.metadata.namespace!);
+  const out = JSON.parse(text) as Template;
+  const cm = out.children.find((c) => c.kind === 'ConfigMap') as k8s.V1ConfigMap | undefined;
+  const hash = configHash(cm?.data ?? {});
+  const sts = out.children.find((c) => c.kind === 'StatefulSet') as k8s.V1StatefulSet | undefined;
+  const annotations = sts?.spec?.template?.metadata?.annotations ?? {};
+  for (const [k, v] of Object.entries(annotations)) {
+    if (v === templates.placeholders.configHash) annotations[k] = hash;
+  }
+  for (const child of out.children) {
+    child.metadata!.ownerReferences = [
+      {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'Database',
+        name: db.metadata.name!,
+        uid: db.metadata.uid!,
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ];
+  }
+  return out;
+}
+
+function password(t: Template): string {
+  const bytes = randomBytes(t.passwordLength);
+  return Array.from(bytes, (b) => t.passwordAlphabet[b % t.passwordAlphabet.length]).join('');
+}
+
+function code(err: unknown): number | undefined {
+  return err instanceof k8s.ApiException ? err.code : undefined;
+}
+
+/** Read; 404 -> create; else replace with the desired object (carrying the live resourceVersion). */
+async function ensure(obj: k8s.KubernetesObject, t: Template): Promise<void> {
+  const name = obj.metadata!.name!;
+  const namespace = obj.metadata!.namespace!;
+  const req = { name, namespace };
+  const withVersion = <T extends k8s.KubernetesObject>(live: k8s.KubernetesObject): T =>
+    ({ ...obj, metadata: { ...obj.metadata, resourceVersion: live.metadata?.resourceVersion } }) as T;
+  try {
+    switch (obj.kind) {
+      case 'Secret': {
+        await core.readNamespacedSecret(req);
+        return; // never replaced: that would regenerate the passwords
+      }
+      case 'ConfigMap': {
+        const live = await core.readNamespacedConfigMap(req);
+        await core.replaceNamespacedConfigMap({ ...req, body: withVersion(live) });
+        return;
+      }
+      case 'Service': {
+        const live = await core.readNamespacedService(req);
+        await core.replaceNamespacedService({ ...req, body: withVersion(live) });
+        return;
+      }
+      case 'StatefulSet': {
+        const live = await apps.readNamespacedStatefulSet(req);
+        await apps.replaceNamespacedStatefulSet({ ...req, body: withVersion(live) });
+        return;
+      }
+      case 'PodDisruptionBudget': {
+        const live = await policy.readNamespacedPodDisruptionBudget(req);
+        await policy.replaceNamespacedPodDisruptionBudget({ ...req, body: withVersion(live) });
+        return;
+      }
+    }
+  } catch (err) {
+    if (code(err) !== 404) throw err;
+  }
+  try {
+    switch (obj.kind) {
+      case 'Secret': {
+        const { stringData, ...s } = obj as k8s.V1Secret;
+        const data: Record<string, string> = {};
+        for (const [k, v] of Object.entries(stringData ?? {})) data[k] = Buffer.from(v).toString('base64');
+        for (const k of t.passwordKeys) data[k] = Buffer.from(password(t)).toString('base64');
+        await core.createNamespacedSecret({ namespace, body: { ...s, data } });
+        return;
+      }
+      case 'ConfigMap':
+        await core.createNamespacedConfigMap({ namespace, body: obj as k8s.V1ConfigMap });
+        return;
+      case 'Service':
+        await core.createNamespacedService({ namespace, body: obj as k8s.V1Service });
+        return;
+      case 'StatefulSet':
+        await apps.createNamespacedStatefulSet({ namespace, body: obj as k8s.V1StatefulSet });
+        return;
+      case 'PodDisruptionBudget':
+        await policy.createNamespacedPodDisruptionBudget({
+          namespace,
+          body: obj as k8s.V1PodDisruptionBudget,
+        });
+        return;
+    }
+  } catch (err) {
+    if (code(err) !== 409) throw err; // a concurrent reconcile created it first
+  }
+}
+
+function condition(prev: Condition[] | undefined, c: Omit<Condition, 'lastTransitionTime'>): Condition {
+  const old = prev?.find((p) => p.type === c.type);
+  return {
+    ...c,
+    lastTransitionTime:
+      old && old.status === c.status
+        ? old.lastTransitionTime
+        : new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+  };
+}
+
+async function reconcile(namespace: string, name: string): Promise<void> {
+  const db = databases.get(name, namespace) as Database | undefined;
+  if (!db || db.metadata.deletionTimestamp) return;
+  const t = render(db);
+  if (!t) {
+    console.error(`unsupported Database ${namespace}/${name}: ${db.spec.engine} ${db.spec.version}`);
+    return;
+  }
+  for (const child of t.children) await ensure(child, t);
+  const replicas = db.spec.replicas ?? 1;
+  if (replicas <= 1) {
+    for (const del of [
+      () => core.deleteNamespacedService({ name: `${name}-ro`, namespace }),
+      () => policy.deleteNamespacedPodDisruptionBudget({ name, namespace }),
+    ]) {
+      await del().catch((err: unknown) => {
+        if (code(err) !== 404) throw err;
+      });
+    }
+  }
+  const sts = (await apps.readNamespacedStatefulSet({
+    name: t.statefulSetName,
+    namespace,
+  })) as k8s.V1StatefulSet;
+  const st = sts.status;
+  const ready = st?.readyReplicas ?? 0;
+  const running =
+    (st?.observedGeneration ?? 0) >= (sts.metadata?.generation ?? 0) &&
+    Boolean(st?.currentRevision) &&
+    st?.currentRevision === st?.updateRevision &&
+    (sts.spec?.replicas ?? 1) === replicas &&
+    (st?.replicas ?? 0) === replicas &&
+    ready >= replicas &&
+    (st?.updatedReplicas ?? replicas) >= replicas;
+  const ran = ['Running', 'Updating', 'Degraded'].includes(String(db.status?.phase));
+  const phase = running ? 'Running' : ran ? 'Updating' : 'Provisioning';
+  const reason = running ? 'AllReplicasReady' : ran ? 'Scaling' : 'Provisioning';
+  const msg = `${ready}/${replicas} replicas ready`;
+  const gen = db.metadata.generation;
+  const prev = db.status?.conditions;
+  const status = {
+    phase,
+    replicas: st?.replicas ?? 0,
+    readyReplicas: ready,
+    endpoints: t.endpoints,
+    secretName: t.secretName,
+    selector: t.selector,
+    observedGeneration: gen,
+    conditions: [
+      condition(prev, {
+        type: 'Ready',
+        status: running ? 'True' : 'False',
+        reason,
+        message: msg,
+        observedGeneration: gen,
+      }),
+      condition(prev, {
+        type: 'Progressing',
+        status: running ? 'False' : 'True',
+        reason: running ? 'ReconcileComplete' : reason,
+        message: running ? `${replicas} of ${replicas} replicas ready on the latest revision` : msg,
+        observedGeneration: gen,
+      }),
+      condition(prev, {
+        type: 'Degraded',
+        status: 'False',
+        reason: 'AsExpected',
+        message: 'no problems found',
+        observedGeneration: gen,
+      }),
+    ],
+  };
+  await custom.patchNamespacedCustomObjectStatus(
+    { group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body: { status } },
+    mergePatch,
+  );
+}
+
+function run(namespace: string | undefined, name: string | undefined) {
+  if (!namespace || !name) return;
+  reconcile(namespace, name).catch((err: unknown) => {
+    console.error(
+      `reconcile ${namespace}/${name} failed: ${err instanceof Error ? err.message : String(err)}`,
+    );
+    // The usual retry: try again a bit later.
+    setTimeout(() => run(namespace, name), 1000);
+  });
+}
+
+function restartOnError<T extends k8s.KubernetesObject>(informer: k8s.Informer<T>, what: string) {
+  informer.on('error', (err: unknown) => {
+    console.error(`${what} informer error: ${String(err)}; restarting in 5 s`);
+    setTimeout(() => void informer.start(), 5000);
+  });
+}
+
+const databases = k8s.makeInformer<Database>(
+  kc,
+  `/apis/${GROUP}/${VERSION}/${PLURAL}`,
+  () =>
+    custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }) as Promise<
+      k8s.KubernetesListObject<Database>
+    >,
+);
+for (const ev of ['add', 'update'] as const) {
+  databases.on(ev, (db) => run(db.metadata.namespace, db.metadata.name));
+}
+restartOnError(databases, 'Database');
+
+const children: Array<k8s.Informer<k8s.KubernetesObject>> = [
+  k8s.makeInformer(kc, '/api/v1/secrets', () => core.listSecretForAllNamespaces()),
+  k8s.makeInformer(kc, '/api/v1/configmaps', () => core.listConfigMapForAllNamespaces()),
+  k8s.makeInformer(kc, '/api/v1/services', () => core.listServiceForAllNamespaces()),
+  k8s.makeInformer(kc, '/apis/apps/v1/statefulsets', () => apps.listStatefulSetForAllNamespaces()),
+  k8s.makeInformer(kc, '/apis/policy/v1/poddisruptionbudgets', () =>
+    policy.listPodDisruptionBudgetForAllNamespaces(),
+  ),
+];
+for (const informer of children) {
+  for (const ev of ['add', 'update', 'delete'] as const) {
+    informer.on(ev, (o) => {
+      const owner = o.metadata?.ownerReferences?.find((r) => r.controller && r.kind === 'Database');
+      if (owner) run(o.metadata?.namespace, owner.name);
+    });
+  }
+  restartOnError(informer, 'child');
+}
+
+let ready = false;
+const probe = values['health-probe-bind-address'];
+if (probe && probe !== '0') {
+  const [host, port] = probe.startsWith(':') ? ['0.0.0.0', probe.slice(1)] : probe.split(':');
+  createServer((req, res) => {
+    const ok = req.url?.startsWith('/healthz') || ready;
+    res.writeHead(ok ? 200 : 503).end(ok ? 'ok' : 'not ready');
+  }).listen(Number(port), host);
+}
+
+await Promise.all([databases.start(), ...children.map((i) => i.start())]);
+ready = true;
+console.log('client-node Database operator started: informers synced');
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    void Promise.all([databases.stop(), ...children.map((i) => i.stop())]).finally(() => process.exit(0));
+  });
+}

@@ -1,0 +1,224 @@
+package main
+
+// The desired children of a Database. The engine content (configuration files, scripts, probes, the
+// whole pod template) is rendered from opkit's builders into templates.json by ../gen-templates.ts and
+// embedded here, the way Go operators embed their manifests and config templates (go:embed); this file
+// substitutes the Database's name and namespace, computes the config hash and generates the passwords.
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+//go:embed templates.json
+var templatesJSON []byte
+
+type template struct {
+	Children         []json.RawMessage `json:"children"`
+	PasswordKeys     []string          `json:"passwordKeys"`
+	PasswordLength   int               `json:"passwordLength"`
+	PasswordAlphabet string            `json:"passwordAlphabet"`
+	Endpoints        Endpoints         `json:"endpoints"`
+	Selector         string            `json:"selector"`
+	SecretName       string            `json:"secretName"`
+	StatefulSetName  string            `json:"statefulSetName"`
+}
+
+var templates struct {
+	Placeholders struct {
+		Name       string `json:"name"`
+		Namespace  string `json:"namespace"`
+		ConfigHash string `json:"configHash"`
+	} `json:"placeholders"`
+	Templates map[string]json.RawMessage `json:"templates"`
+}
+
+func init() {
+	if err := json.Unmarshal(templatesJSON, &templates); err != nil {
+		panic(err)
+	}
+}
+
+type childNames struct {
+	statefulSet, headless, readWrite, readOnly, secret, configMap, pdb string
+}
+
+type desired struct {
+	db       *Database
+	names    childNames
+	tpl      template
+	secret   *corev1.Secret
+	cm       *corev1.ConfigMap
+	services map[string]*corev1.Service
+	sts      *appsv1.StatefulSet
+	pdbObj   *policyv1.PodDisruptionBudget
+}
+
+func applyDefaults(db *Database) {
+	if db.Spec.Replicas == nil {
+		one := int32(1)
+		db.Spec.Replicas = &one
+	}
+	if db.Spec.DeletionPolicy == "" {
+		db.Spec.DeletionPolicy = "Retain"
+	}
+	if db.Spec.DatabaseName == "" {
+		db.Spec.DatabaseName = "app"
+	}
+	if db.Spec.Username == "" {
+		db.Spec.Username = "app"
+	}
+	if db.Spec.ServiceType == "" {
+		db.Spec.ServiceType = "ClusterIP"
+	}
+}
+
+// newDesired renders the children; an input outside the benchmark's templates is a terminal error.
+func newDesired(db *Database) (*desired, error) {
+	key := fmt.Sprintf("%s/%s/%d", db.Spec.Engine, db.Spec.Version, *db.Spec.Replicas)
+	raw, ok := templates.Templates[key]
+	if !ok || len(db.Name) != len(templates.Placeholders.Name) || len(db.Namespace) != len(templates.Placeholders.Namespace) {
+		return nil, fmt.Errorf("no template for %s %s/%s (the benchmark peer only supports the benchmark's inputs)", key, db.Namespace, db.Name)
+	}
+	text := strings.ReplaceAll(string(raw), templates.Placeholders.Name, db.Name)
+	text = strings.ReplaceAll(text, templates.Placeholders.Namespace, db.Namespace)
+	d := &desired{db: db, services: map[string]*corev1.Service{}}
+	if err := json.Unmarshal([]byte(text), &d.tpl); err != nil {
+		return nil, err
+	}
+	for _, c := range d.tpl.Children {
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(c, &tm); err != nil {
+			return nil, err
+		}
+		var err error
+		switch tm.Kind {
+		case "Secret":
+			d.secret = &corev1.Secret{}
+			err = json.Unmarshal(c, d.secret)
+			d.secret.Data = map[string][]byte{}
+			for k, v := range d.secret.StringData {
+				d.secret.Data[k] = []byte(v)
+			}
+			d.secret.StringData = nil
+		case "ConfigMap":
+			d.cm = &corev1.ConfigMap{}
+			err = json.Unmarshal(c, d.cm)
+		case "Service":
+			s := &corev1.Service{}
+			err = json.Unmarshal(c, s)
+			d.services[s.Name] = s
+		case "StatefulSet":
+			d.sts = &appsv1.StatefulSet{}
+			err = json.Unmarshal(c, d.sts)
+		case "PodDisruptionBudget":
+			d.pdbObj = &policyv1.PodDisruptionBudget{}
+			err = json.Unmarshal(c, d.pdbObj)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	n := db.Name
+	d.names = childNames{statefulSet: d.tpl.StatefulSetName, headless: n + "-headless", readWrite: n,
+		readOnly: n + "-ro", secret: d.tpl.SecretName, configMap: d.cm.Name, pdb: n}
+	// The config hash over the rendered ConfigMap (same function as opkit's configHash).
+	hash := configHash(d.cm.Data)
+	for k, v := range d.sts.Spec.Template.Annotations {
+		if v == templates.Placeholders.ConfigHash {
+			d.sts.Spec.Template.Annotations[k] = hash
+		}
+	}
+	return d, nil
+}
+
+// configHash: sha256 over key \0 value \0 with keys sorted, first 32 hex digits (opkit's configHash).
+func configHash(data map[string]string) string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(data[k]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+func (d *desired) meta(name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: d.db.Namespace}
+}
+
+func (d *desired) selectorLabels() map[string]string {
+	return map[string]string{labelName: d.db.Spec.Engine, labelInstance: d.db.Name, labelManagedBy: managedBy}
+}
+
+func (d *desired) selectorString() string { return d.tpl.Selector }
+
+func (d *desired) endpoints() *Endpoints {
+	e := d.tpl.Endpoints
+	return &e
+}
+
+func password(length int, alphabet string) string {
+	n := len(alphabet)
+	limit := 256 - 256%n
+	out := make([]byte, 0, length)
+	buf := make([]byte, length*2)
+	for len(out) < length {
+		if _, err := rand.Read(buf); err != nil {
+			panic(err)
+		}
+		for _, b := range buf {
+			if int(b) >= limit {
+				continue
+			}
+			out = append(out, alphabet[int(b)%n])
+			if len(out) == length {
+				break
+			}
+		}
+	}
+	return string(out)
+}
+
+// credentialsSecret: the whole Secret with fresh passwords.
+func (d *desired) credentialsSecret() *corev1.Secret {
+	s := d.secret.DeepCopy()
+	for _, k := range d.tpl.PasswordKeys {
+		s.Data[k] = []byte(password(d.tpl.PasswordLength, d.tpl.PasswordAlphabet))
+	}
+	return s
+}
+
+func (d *desired) configMap() *corev1.ConfigMap       { return d.cm.DeepCopy() }
+func (d *desired) headlessService() *corev1.Service   { return d.services[d.names.headless].DeepCopy() }
+func (d *desired) readWriteService() *corev1.Service  { return d.services[d.names.readWrite].DeepCopy() }
+func (d *desired) statefulSet() *appsv1.StatefulSet    { return d.sts.DeepCopy() }
+func (d *desired) readOnlyService() *corev1.Service {
+	if s, ok := d.services[d.names.readOnly]; ok {
+		return s.DeepCopy()
+	}
+	return nil
+}
+func (d *desired) podDisruptionBudget() *policyv1.PodDisruptionBudget {
+	if d.pdbObj == nil {
+		return nil
+	}
+	return d.pdbObj.DeepCopy()
+}

@@ -1,0 +1,125 @@
+/**
+ * Renders opkit's desired-state builders (operators/database/src/controllers/database/desired) into
+ * templates.json for the two peers, for every (engine, version, replicas) the benchmark uses:
+ *
+ *   node bench/operators/gen-templates.ts
+ *
+ * Why: the engine modules are hundreds of lines of configuration files, scripts and probes. The peers
+ * are there to compare the operator machinery (informers/caches, queues, create-or-update, status), so
+ * they take the engine content from the same source instead of a hand translation that could drift:
+ * they substitute the Database's name and namespace, compute the config hash over the rendered
+ * ConfigMap, generate the passwords, set the controller reference and then do the reconcile their way.
+ * The harness's equivalence check verifies that the objects come out identical.
+ */
+
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  type Database,
+  Databases,
+  type DefaultedDatabase,
+} from '../../operators/database/src/api/v1/database.ts';
+import {
+  configMap,
+  credentialsSecret,
+  endpoints,
+  headlessService,
+  podDisruptionBudget,
+  readOnlyService,
+  readWriteService,
+  statefulSet,
+} from '../../operators/database/src/controllers/database/desired/index.ts';
+import { selectorString } from '../../operators/database/src/controllers/database/desired/labels.ts';
+import { PASSWORD_KEYS } from '../../operators/database/src/controllers/database/desired/names.ts';
+import {
+  PASSWORD_ALPHABET,
+  PASSWORD_LENGTH,
+} from '../../operators/database/src/controllers/database/desired/secret.ts';
+import { configHash as opkitConfigHash } from '../../operators/database/src/controllers/database/reconcile.ts';
+import { WORKLOAD_STORAGE, WORKLOAD_VERSIONS } from '../harness/desired.ts';
+
+/**
+ * Placeholders as long as the workload's names (db-NNNNN in namespace default): some rendered files
+ * align columns on the name, so a substitution must not change lengths. The peers refuse other lengths.
+ */
+export const PLACEHOLDERS = { name: 'zzdbnmzz', namespace: 'zznszzz', configHash: 'zzconfighashzz' };
+
+/** The config hash as the peers compute it; checked against opkit's own below. */
+export function peerConfigHash(data: Record<string, string>): string {
+  const h = createHash('sha256');
+  for (const key of Object.keys(data).sort()) h.update(`${key}\0${data[key]}\0`);
+  return h.digest('hex').slice(0, 32);
+}
+
+export function generateTemplates(): string {
+  const templates: Record<string, unknown> = {};
+  for (const engine of ['mysql', 'postgres'] as const) {
+    for (const replicas of [1, 2, 3]) {
+      const version = WORKLOAD_VERSIONS[engine];
+      const db = Databases.applyDefaults({
+        apiVersion: 'myapp.example.com/v1',
+        kind: 'Database',
+        metadata: { name: PLACEHOLDERS.name, namespace: PLACEHOLDERS.namespace },
+        spec: { engine, version, storage: WORKLOAD_STORAGE, replicas },
+      } as Database) as DefaultedDatabase;
+      const secret = credentialsSecret(db)!;
+      // Plain values (stringData), so that the name in the host value can be substituted.
+      const plain: Record<string, string> = {};
+      for (const [k, v] of Object.entries(secret.data ?? {}))
+        plain[k] = Buffer.from(v, 'base64').toString('utf8');
+      for (const k of PASSWORD_KEYS) plain[k] = '';
+      delete secret.data;
+      secret.stringData = plain;
+      const cm = configMap(db);
+      if (peerConfigHash(cm.data ?? {}) !== opkitConfigHash(cm)) {
+        throw new Error(
+          "opkit's configHash is no longer the peers' (sha256 of key\\0value\\0, 32 hex): update both peers",
+        );
+      }
+      const sts = statefulSet(db, { configHash: PLACEHOLDERS.configHash });
+      const children = [
+        secret,
+        cm,
+        headlessService(db),
+        readWriteService(db),
+        readOnlyService(db),
+        sts,
+        podDisruptionBudget(db),
+      ].filter((c) => c !== undefined);
+      templates[`${engine}/${version}/${replicas}`] = {
+        children,
+        passwordKeys: [...PASSWORD_KEYS],
+        passwordLength: PASSWORD_LENGTH,
+        passwordAlphabet: PASSWORD_ALPHABET,
+        endpoints: endpoints(db),
+        selector: selectorString(db),
+        secretName: secret.metadata.name,
+        statefulSetName: sts.metadata.name,
+      };
+    }
+  }
+  const out = join(import.meta.dirname, 'controller-runtime', 'templates.json');
+  // Written in biome's formatting (so `biome check` passes) and only when it changed (the Go build is
+  // keyed by its sources' hash, templates.json included).
+  const tmp = `${out}.tmp.json`;
+  writeFileSync(tmp, `${JSON.stringify({ placeholders: PLACEHOLDERS, templates }, null, 2)}\n`);
+  spawnSync(
+    join(import.meta.dirname, '..', '..', 'node_modules', '.bin', 'biome'),
+    ['format', '--write', tmp],
+    {
+      stdio: 'ignore',
+    },
+  );
+  const formatted = readFileSync(tmp, 'utf8');
+  rmSync(tmp);
+  let old = '';
+  try {
+    old = readFileSync(out, 'utf8');
+  } catch {}
+  if (formatted !== old) writeFileSync(out, formatted);
+  return out;
+}
+
+if (import.meta.main) console.log(`wrote ${generateTemplates()}`);

@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { compareSnapshots, normalize } from '../../harness/equivalence.ts';
+import { addCount, classify, type RequestCounts } from '../../harness/kube.ts';
+import { diffCounts, summarize } from '../../harness/metrics.ts';
+import { markdownTable, median, svgPlot } from '../../harness/report.ts';
+
+test('requests are classified by the verb and resource apiserver_request_total uses', () => {
+  assert.deepEqual(classify('GET', '/api/v1/namespaces/default/secrets/x'), {
+    verb: 'GET',
+    resource: 'secrets',
+  });
+  assert.deepEqual(classify('GET', '/api/v1/namespaces/default/secrets?limit=500'), {
+    verb: 'LIST',
+    resource: 'secrets',
+  });
+  assert.deepEqual(classify('GET', '/apis/apps/v1/statefulsets?watch=true'), {
+    verb: 'WATCH',
+    resource: 'statefulsets',
+  });
+  assert.deepEqual(classify('PATCH', '/apis/myapp.example.com/v1/namespaces/d/databases/a/status'), {
+    verb: 'PATCH',
+    resource: 'databases/status',
+  });
+  assert.equal(classify('GET', '/metrics'), undefined);
+});
+
+test('operator requests = after - before - the harness own, writes and reads summed', () => {
+  const before: RequestCounts = new Map();
+  const after: RequestCounts = new Map();
+  const harness: RequestCounts = new Map();
+  addCount(before, 'POST', 'secrets', 5);
+  addCount(after, 'POST', 'secrets', 25);
+  addCount(after, 'GET', 'secrets', 3);
+  addCount(after, 'PUT', 'leases', 7); // the API server's own: ignored
+  addCount(harness, 'POST', 'secrets', 10);
+  const s = summarize(diffCounts(after, before, harness));
+  assert.deepEqual(s.byVerb, { POST: 10, GET: 3 });
+  assert.equal(s.writes, 10);
+  assert.equal(s.reads, 3);
+});
+
+test('normalization drops server-set and random fields, keeps the rest', () => {
+  const secret = (pw: string, uid: string) =>
+    normalize('Secret', {
+      metadata: {
+        name: 's',
+        uid,
+        resourceVersion: '1',
+        ownerReferences: [{ apiVersion: 'v1', kind: 'D', name: 'd', uid }],
+      },
+      data: {
+        password: Buffer.from(pw).toString('base64'),
+        uri: Buffer.from(`mysql://app:${pw}@h`).toString('base64'),
+        host: Buffer.from('db-1.default.svc.cluster.local').toString('base64'),
+      },
+    });
+  const a = secret('A'.repeat(16) + 'b1'.repeat(8), 'u1');
+  const b = secret('Z'.repeat(16) + 'q9'.repeat(8), 'u2');
+  assert.deepEqual(a, b);
+  const r = compareSnapshots('x', { 'Secret/s': a }, 'y', { 'Secret/s': secret('short', 'u3') });
+  assert.ok(r.childDiffs.length > 0);
+});
+
+test('the report has ratios and a plot', () => {
+  assert.equal(median([3, 1, 2]), 2);
+  const metrics = [
+    {
+      scenario: 'convergence',
+      n: 100,
+      metric: 'convergence time',
+      unit: 's',
+      values: { opkit: [2, 3, 4], 'controller-runtime': [2] },
+    },
+    { scenario: 'convergence', n: 100, metric: 'peak RSS', unit: 'MiB', values: { opkit: [100], floor: [] } },
+  ];
+  const md = markdownTable(metrics);
+  assert.match(md, /\| 3\.00 \(2\.00-4\.00\) \| 2\.00 \|/);
+  assert.match(md, /\| 1\.50 \|/);
+  assert.match(svgPlot(metrics), /^<svg/);
+});

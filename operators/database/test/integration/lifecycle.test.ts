@@ -93,15 +93,16 @@ describe('Database operator: lifecycle', { timeout: 600_000 }, () => {
       /supported versions are 8\.0, 8\.4/,
     );
 
-    // Transition rules: engine immutable, storage never shrinks.
+    // Transition rules: engine immutable, storage never shrinks, version moves (all by the API server).
     const db = await client().create(Databases.resource, sample(NS, 'rules', { replicas: 1 }));
-    const change = async (spec: Partial<Database['spec']>, field: RegExp, message: RegExp) => {
+    const change = async (
+      spec: Partial<Database['spec']>,
+      field: RegExp,
+      message: RegExp,
+      name = 'rules',
+    ) => {
       await assert.rejects(
-        client().patch(
-          Databases.resource,
-          { namespace: NS, name: 'rules' },
-          { type: 'merge', body: { spec } },
-        ),
+        client().patch(Databases.resource, { namespace: NS, name }, { type: 'merge', body: { spec } }),
         (err: unknown) => {
           assert.ok(err instanceof InvalidError, `expected 422 Invalid, got ${String(err)}`);
           assert.match(`${err.message} ${JSON.stringify(err.causes)}`, field);
@@ -112,10 +113,43 @@ describe('Database operator: lifecycle', { timeout: 600_000 }, () => {
     };
     await change({ engine: 'postgres', version: '16' }, /spec\.engine/, /engine is immutable/);
     await change({ storage: '5Gi' }, /spec\.storage/, /storage may not shrink/);
+    // Versions: an unsupported one is refused on update too; mysql 8.0 -> 8.4 is accepted; 8.4 -> 8.0
+    // (a downgrade) is refused.
+    await change(
+      { version: '9.0' },
+      /spec\.version/,
+      /version 9\.0: unsupported mysql version: supported versions are 8\.0, 8\.4/,
+    );
+    const upgraded = await client().patch(
+      Databases.resource,
+      { namespace: NS, name: 'rules' },
+      { type: 'merge', body: { spec: { version: '8.4' } } },
+    );
+    assert.equal(upgraded.spec.version, '8.4', 'mysql 8.0 -> 8.4 accepted');
+    await change(
+      { version: '8.0' },
+      /spec\.version/,
+      /mysql version downgrades are not supported: restore a backup into a new Database instead/,
+    );
+    // postgres: a major version never changes in place, up or down.
+    await client().create(
+      Databases.resource,
+      sample(NS, 'rules-pg', { engine: 'postgres', version: '16', replicas: 1 }),
+    );
+    for (const version of ['17', '15']) {
+      await change(
+        { version },
+        /spec\.version/,
+        /postgres major version changes are not done in place \(that needs pg_upgrade or a dump and restore\): create a new Database with the new version and migrate the data/,
+        'rules-pg',
+      );
+    }
+    assert.equal((await getDb(client(), NS, 'rules-pg')).spec.version, '16');
     await client().delete(Databases.resource, { namespace: NS, name: db.metadata.name ?? '' });
-    await eventually('the rules Database to be gone', async () =>
+    await client().delete(Databases.resource, { namespace: NS, name: 'rules-pg' });
+    await eventually('the rules Databases to be gone', async () =>
       (await client().list(Databases.resource, { namespace: NS })).items.every(
-        (d) => d.metadata.name !== 'rules',
+        (d) => d.metadata.name !== 'rules' && d.metadata.name !== 'rules-pg',
       ),
     );
   });

@@ -3,13 +3,23 @@
  * account that holds only the RBAC of config/rbac (so the rules are exactly sufficient), with leader
  * election. Killed (SIGKILL) in the middle of creating a Database and started again: nothing is
  * regenerated, the Secret is not even rewritten. SIGTERM shuts it down gracefully and releases the Lease.
+ * No password of the Secret ever appears in the operators' logs (debug level), in any Event of the
+ * namespace (every field) or in the Database's status.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Leases, PersistentVolumeClaims, type Secret, Secrets, Services, StatefulSets } from '@opkit/runtime';
+import {
+  Events,
+  Leases,
+  PersistentVolumeClaims,
+  type Secret,
+  Secrets,
+  Services,
+  StatefulSets,
+} from '@opkit/runtime';
 import { parse, stringify } from 'yaml';
 import { Databases } from '../../src/api/v1/database.ts';
 import {
@@ -26,6 +36,7 @@ const NS = 'apps';
 const OPERATOR_NS = 'database-operator-system';
 const NAME = 'restart-db';
 const LEASE = 'database-operator.myapp.example.com';
+const PASSWORD_KEYS = ['admin-password', 'app-password', 'replication-password'];
 
 interface Proc {
   child: ChildProcess;
@@ -55,7 +66,8 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
         ':0',
         ...args,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } },
+      // debug: the most the operator ever logs (it has no trace lines), for the secret-value scan.
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'debug' } },
     );
     let out = '';
     child.stdout?.on('data', (b: Buffer) => {
@@ -68,6 +80,46 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
     const proc = { child, output: () => out, exited };
     procs.push(proc);
     return proc;
+  }
+
+  /** Every password value the credentials Secret has held (plain and base64). */
+  const passwords = new Set<string>();
+  const rememberPasswords = (secret: Secret | undefined) => {
+    for (const key of PASSWORD_KEYS) {
+      const encoded = secret?.data?.[key];
+      if (!encoded) continue;
+      passwords.add(encoded);
+      passwords.add(Buffer.from(encoded, 'base64').toString('utf8'));
+    }
+  };
+
+  /**
+   * No password in any operator's output, in any Event of the namespace (the whole object: note, series,
+   * related, annotations...) or, when it exists, in the Database (status included).
+   */
+  async function assertNoPasswordsLeaked(): Promise<void> {
+    rememberPasswords(
+      (await client().list(Secrets, { namespace: NS })).items.find(
+        (s) => s.metadata.name === `${NAME}-credentials`,
+      ),
+    );
+    assert.ok(passwords.size >= 2 * PASSWORD_KEYS.length, 'the passwords are known');
+    for (const p of passwords) assert.ok(p.length >= 24, 'a real password, not a short common string');
+    const output = procs.map((p) => p.output()).join('\n');
+    assert.ok(output.length > 0, 'the operators logged');
+    const events = (await client().list(Events, { namespace: NS })).items;
+    assert.ok(events.length > 0, 'there are events to scan');
+    const dbs = (await client().list(Databases.resource, { namespace: NS })).items;
+    for (const p of passwords) {
+      assert.ok(!output.includes(p), 'a password in the operator log output');
+      for (const e of events) {
+        assert.ok(!JSON.stringify(e).includes(p), `a password in Event ${e.metadata.name} (${e.reason})`);
+      }
+      for (const d of dbs) {
+        assert.ok(!JSON.stringify(d.status ?? {}).includes(p), 'a password in the status');
+        assert.ok(!JSON.stringify(d).includes(p), 'a password in the Database');
+      }
+    }
   }
 
   before(async () => {
@@ -148,6 +200,7 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
     }
     ac.abort();
     assert.ok(secret);
+    rememberPasswords(secret);
     await first.exited;
     const mid = await client().list(StatefulSets, { namespace: NS });
     const atKill = (await client().get(Databases.resource, { namespace: NS, name: NAME })).status?.phase;
@@ -171,6 +224,7 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
     const lease = await client().get(Leases, { namespace: OPERATOR_NS, name: LEASE });
     assert.ok(lease.spec?.holderIdentity, 'a leader');
     assert.doesNotMatch(second.output(), /forbidden/i, 'RBAC denied something');
+    await assertNoPasswordsLeaked();
 
     // SIGTERM: graceful shutdown, exit 0, the Lease released for the next replica.
     second.child.kill('SIGTERM');
@@ -216,9 +270,24 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
     assert.equal(await third.exited, 0);
   });
 
-  test('the RBAC covers every write: scale to 1, grow storage, the Delete policy and deletion', async () => {
+  test('the RBAC covers every write: a Secret key added back, scale to 1, grow storage, the Delete policy and deletion; no password anywhere', async () => {
     const proc = operator();
     const key = { namespace: NS, name: NAME };
+    // A key deleted by hand is added back (the issue's rule: missing keys are added, present ones kept).
+    await client().patch(
+      Secrets,
+      { namespace: NS, name: `${NAME}-credentials` },
+      { type: 'merge', body: { data: { 'app-password': null } } },
+    );
+    const readded = await eventually(
+      'app-password added back',
+      async () => {
+        const s = await client().get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
+        return s.data?.['app-password'] ? s : undefined;
+      },
+      30_000,
+    );
+    rememberPasswords(readded);
     await client().patch(Databases.resource, key, {
       type: 'merge',
       body: { spec: { replicas: 1, storage: '20Gi', deletionPolicy: 'Delete' } },
@@ -248,6 +317,11 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
       '20Gi',
       'recreated with the new size',
     );
+    // Under Delete the Database controls the Secret (it goes with the data).
+    const owned = await client().get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
+    assert.equal(owned.metadata.ownerReferences?.[0]?.kind, 'Database');
+    assert.deepEqual(owned.data, readded.data, 'the passwords untouched');
+    await assertNoPasswordsLeaked();
     await client().delete(Databases.resource, key);
     await eventually(
       'the Database and its claims gone',
@@ -261,5 +335,6 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
     assert.doesNotMatch(proc.output(), /forbidden/i, 'RBAC denied something');
     proc.child.kill('SIGTERM');
     assert.equal(await proc.exited, 0);
+    await assertNoPasswordsLeaked();
   });
 });

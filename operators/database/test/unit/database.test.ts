@@ -153,7 +153,6 @@ describe('the Database controller (FakeClient)', () => {
       client.getStored(StatefulSets, key()),
       client.getStored(Services, key()),
       client.getStored(Services, { namespace: NS, name: `${name}-headless` }),
-      client.getStored(Secrets, { namespace: NS, name: `${name}-credentials` }),
       client.getStored(ConfigMaps, { namespace: NS, name: `${name}-config` }),
       client.getStored(PodDisruptionBudgets, key()),
     ];
@@ -165,6 +164,10 @@ describe('the Database controller (FakeClient)', () => {
       // Why rbac grants update on databases/finalizers: the API server checks it for blockOwnerDeletion.
       assert.equal(ref?.blockOwnerDeletion, true);
     }
+    // deletionPolicy Retain (the sample's default): the Secret stays with the data, so it has no owner.
+    const secret = client.getStored(Secrets, { namespace: NS, name: `${name}-credentials` });
+    assert.ok(secret, 'created');
+    assert.equal(secret.metadata.ownerReferences, undefined);
   });
 
   test('Running once the pods are Ready; then a reconcile with nothing to do writes nothing', async () => {
@@ -184,6 +187,19 @@ describe('the Database controller (FakeClient)', () => {
     await until('another reconcile', async () => (await reconciles()) > before);
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.deepEqual(client.writes().slice(writes), []);
+  });
+
+  test('a key deleted from the Secret (which no ownerReference ties to the Database) is put back', async () => {
+    const skey = { namespace: NS, name: `${name}-credentials` };
+    const secret = client.getStored(Secrets, skey);
+    assert.ok(secret?.data?.['app-password']);
+    const { 'app-password': _gone, ...rest } = secret.data;
+    client.setStored(Secrets, { ...secret, data: rest });
+    const back = await until('app-password added back', () => {
+      const s = client.getStored(Secrets, skey);
+      return s?.data?.['app-password'] !== undefined && s;
+    });
+    for (const [k, v] of Object.entries(rest)) assert.equal(back.data?.[k], v, `${k} untouched`);
   });
 
   test('every request it made is allowed by its rbac export (config/rbac/role.yaml)', () => {

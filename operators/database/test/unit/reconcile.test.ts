@@ -1,7 +1,12 @@
 /**
  * The Database reconcile with the FakeClient: what it creates, that a reconcile with nothing to do makes
- * no write at all, the Secret rule (never regenerated; missing keys added, present ones untouched),
+ * no write at all, the Secret rule (never regenerated; missing keys added, present ones untouched; kept
+ * with the data under Retain; never generated again for existing data), objects that are not ours,
  * failures half-way, terminal errors, deletion and the deletion policy.
+ *
+ * Reads go through `managedOnlyReader`, which hides child objects without the managed-by label exactly
+ * like the manager's cache does (controller.ts restricts every child informer to it): an unfiltered
+ * reader would show the reconcile objects production never sees.
  */
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
@@ -15,6 +20,7 @@ import {
   type Pod,
   PodDisruptionBudgets,
   Pods,
+  type Resource,
   type Secret,
   Secrets,
   Services,
@@ -22,14 +28,17 @@ import {
   StatefulSets,
 } from '@opkit/runtime';
 import { FakeClient, internalError, invalidError } from '@opkit/runtime/testing';
-import { type Database, Databases } from '../../src/api/v1/database.ts';
+import { type Database, Databases, LABEL_MANAGED_BY, MANAGED_BY } from '../../src/api/v1/database.ts';
 import {
   clientReader,
   FINALIZER,
+  MANAGED_KINDS,
+  type Reader,
   type ReconcilerDeps,
   type Recorder,
   reconcileDatabase,
 } from '../../src/controllers/database/index.ts';
+import { PASSWORD_KEYS } from './fixtures.ts';
 
 const NS = 'ns';
 const NAME = 'production-db';
@@ -40,17 +49,46 @@ interface Recorded {
   type: 'Normal' | 'Warning';
   reason: string;
   note: string;
+  related?: { kind?: string; name?: string };
 }
+
+const ref = (o: KubeObject | undefined) => (o ? { kind: o.kind, name: o.metadata.name } : undefined);
 
 class FakeRecorder implements Recorder {
   readonly events: Recorded[] = [];
-  normal(_r: KubeObject, reason: string, _a: string, note: string): void {
-    this.events.push({ type: 'Normal', reason, note });
+  normal(_r: KubeObject, reason: string, _a: string, note: string, related?: KubeObject): void {
+    this.events.push({ type: 'Normal', reason, note, ...(related ? { related: ref(related) } : {}) });
   }
-  warning(_r: KubeObject, reason: string, _a: string, note: string): void {
-    this.events.push({ type: 'Warning', reason, note });
+  warning(_r: KubeObject, reason: string, _a: string, note: string, related?: KubeObject): void {
+    this.events.push({ type: 'Warning', reason, note, ...(related ? { related: ref(related) } : {}) });
   }
 }
+
+/**
+ * A Reader like the manager's cache: the child kinds (MANAGED_KINDS) only show objects labelled
+ * app.kubernetes.io/managed-by=opkit-database-operator; Databases are all visible.
+ */
+function managedOnlyReader(client: FakeClient): Reader {
+  const inner = clientReader(client);
+  const filtered = (res: Resource) =>
+    MANAGED_KINDS.some((k) => k.group === res.group && k.plural === res.plural);
+  const visible = (res: Resource, o: KubeObject) =>
+    !filtered(res) || o.metadata.labels?.[LABEL_MANAGED_BY] === MANAGED_BY;
+  return {
+    async get<T extends KubeObject>(res: Resource<T>, key: { namespace?: string; name: string }) {
+      const o = await inner.get(res, key);
+      return o && visible(res, o) ? o : undefined;
+    },
+    async list<T extends KubeObject>(res: Resource<T>, opts: { namespace: string; labelSelector?: string }) {
+      return (await inner.list(res, opts)).filter((o) => visible(res, o));
+    },
+  };
+}
+
+/** The labels that let the operator adopt an object without a controller (a retained Secret has them). */
+const OUR_LABELS = { [LABEL_MANAGED_BY]: MANAGED_BY, 'app.kubernetes.io/instance': NAME };
+const SECRET_KEY = { namespace: NS, name: `${NAME}-credentials` };
+const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 function database(spec: Partial<Database['spec']> = {}): Database {
   return Databases.applyDefaults({
@@ -113,7 +151,7 @@ describe('reconcileDatabase', () => {
   beforeEach(() => {
     client = new FakeClient({ statusSubresource: [Databases.resource] });
     recorder = new FakeRecorder();
-    deps = { client, reader: clientReader(client), recorder, now: NOW };
+    deps = { client, reader: managedOnlyReader(client), recorder, now: NOW };
   });
 
   it('creates the Secret, ConfigMap, Services, StatefulSet and PDB, owned by the Database; status Provisioning', async () => {
@@ -126,7 +164,11 @@ describe('reconcileDatabase', () => {
       assert.equal(ref?.controller, true);
       assert.equal(ref?.uid, db().metadata.uid);
     };
-    owned(client.getStored(Secrets, { namespace: NS, name: `${NAME}-credentials` }));
+    // Retain (the default): the Secret stays with the data, so nothing that goes with the Database owns it.
+    const secret = client.getStored(Secrets, SECRET_KEY);
+    assert.ok(secret);
+    assert.equal(secret.metadata.ownerReferences, undefined);
+    assert.equal(secret.metadata.labels?.[LABEL_MANAGED_BY], MANAGED_BY);
     owned(client.getStored(ConfigMaps, { namespace: NS, name: `${NAME}-config` }));
     for (const name of [NAME, `${NAME}-ro`, `${NAME}-headless`])
       owned(client.getStored(Services, { namespace: NS, name }));
@@ -196,8 +238,9 @@ describe('reconcileDatabase', () => {
 
   it('never regenerates the Secret: present keys are untouched, missing keys are added', async () => {
     await client.create(Databases.resource, database());
+    // A Secret the user prepared, labelled so the operator adopts it.
     await client.create(Secrets, {
-      metadata: { name: `${NAME}-credentials`, namespace: NS },
+      metadata: { name: `${NAME}-credentials`, namespace: NS, labels: OUR_LABELS },
       type: 'Opaque',
       data: { 'admin-password': Buffer.from('chosen-by-the-user').toString('base64') },
     } as Secret);
@@ -306,11 +349,218 @@ describe('reconcileDatabase', () => {
     await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
     assert.equal(db().status?.phase, 'Failed');
     assert.equal(cond('Degraded')?.reason, 'ServiceNotOwned');
+    assert.match(cond('Degraded')?.message ?? '', /Deployment other/);
     assert.equal(
       client.getStored(Services, { namespace: NS, name: `${NAME}-headless` })?.metadata.ownerReferences?.[0]
         ?.name,
       'other',
     );
+    const warning = recorder.events.find((e) => e.type === 'Warning' && e.reason === 'ServiceNotOwned');
+    assert.deepEqual(warning?.related, { kind: 'Service', name: `${NAME}-headless` });
+  });
+
+  it('does not take over an unlabelled Service the cache cannot see: Failed, Warning naming it, no write to it', async () => {
+    await client.create(Databases.resource, database());
+    // The user's own Service named like the read-write one: no labels, no owner.
+    await client.create(Services, {
+      metadata: { name: NAME, namespace: NS, labels: { app: 'legacy' } },
+      spec: { ports: [{ port: 5432 }], selector: { app: 'legacy' } },
+    });
+    const before = client.getStored(Services, KEY);
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    const after = client.getStored(Services, KEY);
+    assert.equal(after?.metadata.resourceVersion, before?.metadata.resourceVersion, 'not written');
+    assert.equal(after?.metadata.ownerReferences, undefined, 'no ownerReference added');
+    assert.deepEqual(after?.spec?.selector, { app: 'legacy' });
+    assert.equal(db().status?.phase, 'Failed');
+    assert.equal(cond('Degraded')?.status, 'True');
+    assert.equal(cond('Degraded')?.reason, 'ServiceNotOwned');
+    assert.match(cond('Ready')?.message ?? '', new RegExp(`Service ${NS}/${NAME}`));
+    assert.match(cond('Ready')?.message ?? '', /app\.kubernetes\.io\/managed-by=opkit-database-operator/);
+    const warning = recorder.events.find((e) => e.type === 'Warning' && e.reason === 'ServiceNotOwned');
+    assert.ok(warning, JSON.stringify(recorder.events));
+    assert.deepEqual(warning.related, { kind: 'Service', name: NAME });
+    assert.match(warning.note, new RegExp(`Service ${NS}/${NAME}`));
+    // Nothing changed: the next reconcile writes nothing (no failed create, no status).
+    client.clearActions();
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    assert.deepEqual(client.writes(), []);
+  });
+
+  it('adopts a child without a controller that carries its labels', async () => {
+    await client.create(Databases.resource, database());
+    await client.create(ConfigMaps, {
+      metadata: { name: `${NAME}-config`, namespace: NS, labels: OUR_LABELS },
+      data: { stale: 'x' },
+    });
+    await reconcile();
+    const cm = client.getStored(ConfigMaps, { namespace: NS, name: `${NAME}-config` });
+    assert.equal(cm?.metadata.ownerReferences?.[0]?.uid, db().metadata.uid);
+    assert.equal(cm?.metadata.ownerReferences?.[0]?.controller, true);
+    assert.notEqual(db().status?.phase, 'Failed');
+  });
+
+  it('does not take over an unlabelled Secret: no failed create, no key added, Failed naming it', async () => {
+    await client.create(Databases.resource, database());
+    await client.create(Secrets, {
+      metadata: { name: `${NAME}-credentials`, namespace: NS },
+      type: 'Opaque',
+      data: { token: b64('someone-elses') },
+    } as Secret);
+    const before = client.getStored(Secrets, SECRET_KEY);
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    const after = client.getStored(Secrets, SECRET_KEY);
+    assert.equal(after?.metadata.resourceVersion, before?.metadata.resourceVersion, 'not written');
+    assert.deepEqual(after?.data, { token: b64('someone-elses') });
+    assert.equal(db().status?.phase, 'Failed');
+    assert.equal(cond('Degraded')?.reason, 'SecretNotOwned');
+    assert.match(cond('Degraded')?.message ?? '', new RegExp(`Secret ${NS}/${NAME}-credentials`));
+    assert.equal(db().status?.secretName, undefined, 'not reported as the credentials');
+    const warning = recorder.events.find((e) => e.type === 'Warning' && e.reason === 'SecretNotOwned');
+    assert.deepEqual(warning?.related, { kind: 'Secret', name: `${NAME}-credentials` });
+    // Nothing is built on top of it.
+    assert.equal(client.getStored(StatefulSets, KEY), undefined);
+    // And later reconciles cost no write at all (no POST answered by 409).
+    client.clearActions();
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    assert.deepEqual(client.writes(), []);
+  });
+
+  it('does not take over a Secret another controller owns', async () => {
+    await client.create(Databases.resource, database());
+    await client.create(Secrets, {
+      metadata: {
+        name: `${NAME}-credentials`,
+        namespace: NS,
+        labels: OUR_LABELS,
+        ownerReferences: [
+          { apiVersion: 'apps/v1', kind: 'Deployment', name: 'other', uid: 'other-uid', controller: true },
+        ],
+      },
+      data: { 'admin-password': b64('theirs') },
+    } as Secret);
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    assert.equal(cond('Degraded')?.reason, 'SecretNotOwned');
+    assert.match(cond('Degraded')?.message ?? '', /Deployment other/);
+    const after = client.getStored(Secrets, SECRET_KEY);
+    assert.deepEqual(after?.data, { 'admin-password': b64('theirs') });
+    assert.equal(after?.metadata.ownerReferences?.length, 1);
+  });
+
+  it('the Secret is owned by the Database only under Delete; switching the policy moves it, data untouched', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    const data = client.getStored(Secrets, SECRET_KEY)?.data;
+    assert.equal(client.getStored(Secrets, SECRET_KEY)?.metadata.ownerReferences, undefined);
+    await client.patch(Databases.resource, KEY, {
+      type: 'merge',
+      body: { spec: { deletionPolicy: 'Delete' } },
+    });
+    await reconcile();
+    const owned = client.getStored(Secrets, SECRET_KEY);
+    assert.equal(owned?.metadata.ownerReferences?.length, 1);
+    assert.equal(owned?.metadata.ownerReferences?.[0]?.uid, db().metadata.uid);
+    assert.equal(owned?.metadata.ownerReferences?.[0]?.controller, true);
+    assert.deepEqual(owned?.data, data);
+    assert.deepEqual(
+      client.writes({ resource: Secrets }).filter((a) => a.verb === 'update'),
+      [],
+      'never a whole update',
+    );
+    client.clearActions();
+    await reconcile();
+    assert.deepEqual(client.writes({ resource: Secrets }), [], 'nothing to do the second time');
+    await client.patch(Databases.resource, KEY, {
+      type: 'merge',
+      body: { spec: { deletionPolicy: 'Retain' } },
+    });
+    await reconcile();
+    const released = client.getStored(Secrets, SECRET_KEY);
+    assert.equal(released?.metadata.ownerReferences, undefined);
+    assert.deepEqual(released?.data, data);
+  });
+
+  it('Retain: deleting the Database keeps the Secret with the claims; a new one of the same name reuses both', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    simulateReady();
+    await reconcile();
+    assert.equal(db().status?.phase, 'Running');
+    const secret = client.getStored(Secrets, SECRET_KEY) as Secret;
+    const firstUid = db().metadata.uid;
+    await client.delete(Databases.resource, KEY); // the FakeClient garbage-collects dependents at once
+    assert.equal(client.getStored(StatefulSets, KEY), undefined, 'the owned children went');
+    assert.equal(client.objects(PersistentVolumeClaims, NS).length, 3, 'the claims stay');
+    const kept = client.getStored(Secrets, SECRET_KEY);
+    assert.ok(kept, 'the Secret stays with the data');
+    assert.deepEqual(kept.data, secret.data);
+
+    await client.create(Databases.resource, database());
+    assert.notEqual(db().metadata.uid, firstUid);
+    client.clearActions();
+    await reconcile();
+    const reused = client.getStored(Secrets, SECRET_KEY) as Secret;
+    assert.equal(reused.metadata.uid, secret.metadata.uid);
+    assert.equal(reused.metadata.resourceVersion, secret.metadata.resourceVersion, 'not even rewritten');
+    assert.deepEqual(reused.data, secret.data);
+    assert.deepEqual(client.writes({ resource: Secrets }), []);
+    simulateReady();
+    await reconcile();
+    assert.equal(db().status?.phase, 'Running');
+    assert.equal(db().status?.secretName, `${NAME}-credentials`);
+    assert.ok(!recorder.events.some((e) => e.type === 'Warning'), JSON.stringify(recorder.events));
+  });
+
+  it('data volumes without their Secret: no new passwords; Failed saying to restore it, Warning event', async () => {
+    // What a retained claim looks like (the volumeClaimTemplate's labels), its Secret lost.
+    client.setStored(PersistentVolumeClaims, {
+      metadata: {
+        name: `data-${NAME}-0`,
+        namespace: NS,
+        labels: { ...OUR_LABELS, 'app.kubernetes.io/name': 'mysql' },
+      },
+      spec: { resources: { requests: { storage: '10Gi' } } },
+      status: { phase: 'Bound', capacity: { storage: '10Gi' } },
+    } as PersistentVolumeClaim);
+    await client.create(Databases.resource, database());
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    assert.equal(client.getStored(Secrets, SECRET_KEY), undefined, 'no Secret with new passwords');
+    assert.equal(client.getStored(StatefulSets, KEY), undefined, 'no pod starts on the data without it');
+    assert.equal(db().status?.phase, 'Failed');
+    assert.equal(cond('Degraded')?.reason, 'CredentialsMissing');
+    const message = cond('Degraded')?.message ?? '';
+    assert.match(message, new RegExp(`Secret ${NS}/${NAME}-credentials`));
+    assert.match(message, new RegExp(`data-${NAME}-0`));
+    assert.match(message, /[Rr]estore/);
+    const warning = recorder.events.find((e) => e.type === 'Warning' && e.reason === 'CredentialsMissing');
+    assert.ok(warning, JSON.stringify(recorder.events));
+
+    // Restored from a backup (with its labels): used as it is.
+    const restored = Object.fromEntries(PASSWORD_KEYS.map((k) => [k, b64(`old-${k}`)]));
+    await client.create(Secrets, {
+      metadata: { name: `${NAME}-credentials`, namespace: NS, labels: OUR_LABELS },
+      type: 'Opaque',
+      data: restored,
+    } as Secret);
+    await reconcile();
+    const secret = client.getStored(Secrets, SECRET_KEY);
+    for (const k of PASSWORD_KEYS) assert.equal(secret?.data?.[k], restored[k], `${k} kept`);
+    assert.ok(client.getStored(StatefulSets, KEY));
+    assert.equal(cond('Degraded')?.status, 'False');
+  });
+
+  it('a Secret deleted by hand while its data exists is not generated again', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    simulateReady();
+    await reconcile();
+    await client.delete(Secrets, SECRET_KEY);
+    client.clearActions();
+    await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
+    assert.deepEqual(client.writes({ resource: Secrets }), [], 'no new passwords');
+    assert.equal(db().status?.phase, 'Failed');
+    assert.equal(cond('Degraded')?.reason, 'CredentialsMissing');
+    assert.ok(recorder.events.some((e) => e.type === 'Warning' && e.reason === 'CredentialsMissing'));
   });
 
   it('replicas 1: no PodDisruptionBudget and no read-only Service (deleted when scaling down to 1)', async () => {

@@ -2,9 +2,12 @@
  * The Database controller: what it watches and how events map to Databases.
  *
  *   Database            its own events; updates only when the spec (generation) changed or deletion began
- *   StatefulSet, Service, Secret, ConfigMap, PodDisruptionBudget
+ *   StatefulSet, Service, ConfigMap, PodDisruptionBudget
  *                       owned children: any change (status too) reconciles the controlling Database, so
  *                       drift is repaired and readiness reaches the status
+ *   Secret              mapped by the app.kubernetes.io/instance label: under deletionPolicy Retain the
+ *                       credentials Secret has no ownerReference (it stays with the data), so it cannot
+ *                       be mapped through one
  *   Pod                 mapped to its Database by the app.kubernetes.io/instance label (pods are owned by
  *                       the StatefulSet, not the Database): readiness and role labels
  *   PersistentVolumeClaim  same mapping: expansion progress
@@ -80,8 +83,8 @@ export const rbac: RbacRule[] = [
   { resource: StatefulSets, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
   // Services (headless, read-write, read-only; the read-only one is deleted when replicas goes to 1).
   { resource: Services, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
-  // The credentials Secret: created once, then only missing keys are added (patch). Never updated whole,
-  // never deleted by the operator.
+  // The credentials Secret: created once, then only missing keys are added and its ownerReferences follow
+  // the deletionPolicy (patch). Never updated whole, never deleted by the operator.
   { resource: Secrets, verbs: ['get', 'list', 'watch', 'create', 'patch'] },
   { resource: ConfigMaps, verbs: ['get', 'list', 'watch', 'create', 'update'] },
   // PodDisruptionBudget when replicas > 1, deleted when replicas goes to 1.
@@ -163,7 +166,7 @@ export function setupDatabaseController(
     .withPredicates(databasePredicate())
     .owns(StatefulSets)
     .owns(Services)
-    .owns(Secrets)
+    .watches(Secrets, databaseOf)
     .owns(ConfigMaps)
     .owns(PodDisruptionBudgets)
     .watches(Pods, databaseOf, { predicates: [podPredicate()] })

@@ -1,8 +1,11 @@
 /**
  * Deletion. Children carry controller owner references, so the garbage collector removes the
- * StatefulSet, Services, ConfigMap, Secret and PDB with the Database. PVCs made from the StatefulSet's
+ * StatefulSet, Services, ConfigMap and PDB with the Database. PVCs made from the StatefulSet's
  * volumeClaimTemplates are not owned by anything: they hold the data and stay, which is what
- * deletionPolicy Retain (the default) means.
+ * deletionPolicy Retain (the default) means. The credentials Secret goes with the data: under Retain it
+ * has no owner reference and stays with the PVCs (the data was initialized with its passwords; a new
+ * Database of the same name adopts both); under Delete the Database controls it and it is
+ * garbage-collected while the finalizer deletes the PVCs. reconcile.ts moves it when the policy changes.
  *
  * deletionPolicy Delete puts the finalizer `myapp.example.com/finalizer` on the Database. When the
  * Database is deleted, the finalizer deletes the StatefulSet (so no pod is recreated onto a claim being

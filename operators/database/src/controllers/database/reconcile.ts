@@ -10,15 +10,24 @@
  *      deletes the StatefulSet and the data PVCs, then removes itself. Retain needs no finalizer (and one
  *      left from an earlier Delete policy is removed). Deletion never waits on children.
  *   2. credentials Secret: created once with random passwords; afterwards only missing keys are added,
- *      present ones are never touched. Values never reach logs, events or status.
+ *      present ones are never touched. Values never reach logs, events or status. It lives as long as the
+ *      data: under Retain nothing that goes with the Database owns it (it stays with the PVCs and a new
+ *      Database of the same name adopts it by its labels); under Delete the Database is its controller.
+ *      Missing while the data PVCs exist, it is never generated again (new passwords would lock every
+ *      client out of the initialized data): status Failed, CredentialsMissing, until it is restored.
  *   3. ConfigMap, 4. Services (headless, read-write; read-only only with replicas > 1),
  *   5. StatefulSet (spec changes applied; volumeClaimTemplates are immutable: a storage increase patches
  *      each PVC and then recreates the StatefulSet with orphan deletion, so pods and PVCs stay),
  *   6. PodDisruptionBudget (replicas > 1 only), 7. role labels on the pods (ordinal 0 primary),
  *   8. status, from the real StatefulSet and pods.
- * Errors: the API refusing a child (422 Invalid, a child owned by something else) is terminal: a Warning
- * event, status Failed with the message, and a TerminalError (no retry until something changes). Other
- * errors are retried with backoff (and a Warning event).
+ * Ownership (ownership.ts): every write is decided on the object as the API returns it. The cache only
+ * shows objects labelled managed-by, so when it has nothing under a child's name the object is read from
+ * the API before anything is created; an object another controller owns, or one without a controller
+ * and without our labels, is never taken over.
+ * Errors: the API refusing a child (422 Invalid), an object under a child's name that is not ours and a
+ * missing Secret for existing data are terminal: a Warning event (naming the object), status Failed with
+ * the message, and a TerminalError (no retry until something changes). Other errors are retried with
+ * backoff (and a Warning event).
  */
 import {
   AlreadyExistsError,
@@ -30,8 +39,9 @@ import {
   ConflictError,
   type CreateOrUpdateResult,
   createOrUpdate,
-  getControllerOf,
+  DEFAULT_WRITE_ATTEMPTS,
   hasFinalizer,
+  hasOwnerReference,
   InvalidError,
   InvalidOwnerError,
   isBeingDeleted,
@@ -41,6 +51,7 @@ import {
   NotFoundError,
   type Now,
   type ObjectKey,
+  type OwnerReference,
   type PersistentVolumeClaim,
   PersistentVolumeClaims,
   type Pod,
@@ -83,6 +94,7 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
+import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
@@ -148,15 +160,39 @@ export function clientReader(client: Client): Reader {
   };
 }
 
+/**
+ * The credentials Secret is missing while the Database's data volumes exist: their data was initialized
+ * with the passwords it held, so generating new ones would lock every client out.
+ */
+export class CredentialsMissingError extends Error {
+  readonly claims: PersistentVolumeClaim[];
+  constructor(secret: string, namespace: string, db: Database, claims: PersistentVolumeClaim[]) {
+    const names = claims.map((c) => c.metadata.name ?? '').join(', ');
+    super(
+      `Secret ${namespace}/${secret} is missing, but the data volumes of this Database exist (${names}). ` +
+        'Their data was initialized with the passwords in that Secret, so the operator does not generate ' +
+        `new ones (they would lock every client out). Restore Secret ${secret} from a backup, with its ` +
+        `labels (${adoptionLabels(db)}); or, to start over with empty data, delete the ` +
+        `PersistentVolumeClaims ${names}.`,
+    );
+    this.name = 'CredentialsMissingError';
+    this.claims = claims;
+  }
+}
+
 /** A child write the API refused; `terminal` when retrying cannot help. */
 class ChildError extends Error {
   readonly kind: string;
   readonly childName: string;
   readonly terminal: boolean;
   readonly reason: string;
+  /** The object the failure is about, for the Warning event's `related` (a conflicting object). */
+  readonly related: KubeObject | undefined;
   constructor(kind: string, childName: string, cause: unknown) {
     const message = cause instanceof Error ? cause.message : String(cause);
-    super(`${kind} ${childName}: ${message}`, { cause });
+    // These name the object themselves.
+    const named = cause instanceof ObjectConflictError || cause instanceof CredentialsMissingError;
+    super(named ? message : `${kind} ${childName}: ${message}`, { cause });
     this.name = 'ChildError';
     this.kind = kind;
     this.childName = childName;
@@ -164,13 +200,25 @@ class ChildError extends Error {
       cause instanceof InvalidError ||
       cause instanceof BadRequestError ||
       cause instanceof AlreadyOwnedError ||
-      cause instanceof InvalidOwnerError;
+      cause instanceof InvalidOwnerError ||
+      cause instanceof ObjectConflictError ||
+      cause instanceof CredentialsMissingError;
     this.reason =
-      cause instanceof AlreadyOwnedError || cause instanceof InvalidOwnerError
-        ? `${kind}NotOwned`
-        : cause instanceof InvalidError || cause instanceof BadRequestError
-          ? `Invalid${kind}`
-          : `${kind}Failed`;
+      cause instanceof CredentialsMissingError
+        ? 'CredentialsMissing'
+        : cause instanceof AlreadyOwnedError ||
+            cause instanceof InvalidOwnerError ||
+            cause instanceof ObjectConflictError
+          ? `${kind}NotOwned`
+          : cause instanceof InvalidError || cause instanceof BadRequestError
+            ? `Invalid${kind}`
+            : `${kind}Failed`;
+    this.related =
+      cause instanceof ObjectConflictError
+        ? cause.object
+        : cause instanceof CredentialsMissingError
+          ? cause.claims[0]
+          : undefined;
   }
 }
 
@@ -250,24 +298,62 @@ class Run {
     return setControllerReference(this.db, child, Databases.resource);
   }
 
-  /** createOrUpdate against the cache, with an event when something was written. */
+  /** The object from the API (not the cache), or undefined when there is none. */
+  async fresh<T extends KubeObject>(res: Resource<T>, name: string): Promise<T | undefined> {
+    try {
+      return withTypeMeta(
+        res,
+        await this.client.get(res, { namespace: this.ns, name }, { signal: this.signal }),
+      );
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * createOrUpdate, deciding on an object whose ownership was checked: the cached one; when the cache has
+   * none, the API's (the cache hides objects without our label, so its "not found" never decides a
+   * create: one GET, only when something is to be created); after a refused write, the API's again. Never
+   * takes over an object that is not ours (checkOwnership); adopts one without a controller that carries
+   * our labels, keeping the ownerReferences others put on it. An event when something was written.
+   */
   async ensure<T extends KubeObject>(res: Resource<T>, desired: T): Promise<CreateOrUpdateResult<T>> {
     const name = desired.metadata.name ?? '';
     return this.step(res.kind, name, async () => {
-      const live = await this.deps.reader.get(res, { namespace: this.ns, name });
-      const owner = live ? getControllerOf(live) : undefined;
-      // Never take over an object another controller owns (one without a controller is adopted).
-      if (live && owner && owner.uid !== this.db.metadata.uid) throw new AlreadyOwnedError(owner, live);
-      const result = await createOrUpdate(this.client, res, this.own(desired), {
-        reader: this.deps.reader,
-        signal: this.signal,
-      });
-      const obj = withTypeMeta(res, result.object);
-      if (result.operation === 'created')
-        this.normal('Created', 'Create', `Created ${res.kind} ${name}`, obj);
-      else if (result.operation === 'updated')
-        this.normal('Updated', 'Update', `Updated ${res.kind} ${name}`, obj);
-      return result;
+      const cached = await this.deps.reader.get(res, { namespace: this.ns, name });
+      let live = cached ? withTypeMeta(res, cached) : await this.fresh(res, name);
+      for (let attempt = 1; ; attempt++) {
+        const want = structuredClone(desired);
+        want.metadata.namespace ??= this.ns;
+        if (live) {
+          checkOwnership(res.kind, live, this.db);
+          want.metadata.ownerReferences = structuredClone(live.metadata.ownerReferences ?? []);
+        }
+        setControllerReference(this.db, want, Databases.resource);
+        const current = live;
+        let result: CreateOrUpdateResult<T>;
+        try {
+          result = await createOrUpdate(this.client, res, want, {
+            reader: { get: () => current },
+            attempts: 1,
+            signal: this.signal,
+          });
+        } catch (err) {
+          const stale =
+            err instanceof AlreadyExistsError || err instanceof ConflictError || err instanceof NotFoundError;
+          if (!stale || attempt >= DEFAULT_WRITE_ATTEMPTS) throw err;
+          // Not in the cache (hidden by its label filter, or not there yet) or behind it: ask the API.
+          live = await this.fresh(res, name);
+          continue;
+        }
+        const obj = withTypeMeta(res, result.object);
+        if (result.operation === 'created')
+          this.normal('Created', 'Create', `Created ${res.kind} ${name}`, obj);
+        else if (result.operation === 'updated')
+          this.normal('Updated', 'Update', `Updated ${res.kind} ${name}`, obj);
+        return result;
+      }
     });
   }
 
@@ -296,33 +382,70 @@ class Run {
 
   // --- the steps ---
 
+  /**
+   * The data claims of this Database that exist (not being deleted): the labelled ones from the cache,
+   * and the first one read from the API (a claim the cache cannot see still holds data a pod would mount).
+   */
+  async dataClaims(): Promise<PersistentVolumeClaim[]> {
+    const stsName = this.db.metadata.name ?? '';
+    const found = new Map<string, PersistentVolumeClaim>();
+    for (const c of await this.claims(stsName))
+      found.set(c.metadata.name ?? '', withTypeMeta(PersistentVolumeClaims, c));
+    const templates = statefulSet(this.spec, { configHash: '' }).spec?.volumeClaimTemplates ?? [];
+    for (const t of templates) {
+      const first = `${t.metadata?.name ?? 'data'}-${stsName}-0`;
+      if (found.has(first)) continue;
+      const claim = await this.fresh(PersistentVolumeClaims, first);
+      if (claim) found.set(first, claim);
+    }
+    return [...found.values()]
+      .filter((c) => !isBeingDeleted(c))
+      .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+  }
+
+  /**
+   * The ownerReferences the Secret should have, or undefined when it has them: under Delete this Database
+   * is its controller (it goes with the Database and the data); under Retain nothing that is deleted with
+   * the Database references it (it stays with the PVCs). `null` removes them all.
+   */
+  secretOwners(existing: Secret): OwnerReference[] | null | undefined {
+    const refs = existing.metadata.ownerReferences ?? [];
+    if (this.spec.spec.deletionPolicy === 'Delete') {
+      if (isControlledBy(existing, this.db)) return undefined;
+      const copy = { metadata: { namespace: this.ns, ownerReferences: structuredClone(refs) } } as Secret;
+      return setControllerReference(this.db, copy, Databases.resource).metadata.ownerReferences ?? [];
+    }
+    if (!hasOwnerReference(existing, this.db)) return undefined;
+    const kept = refs.filter((r) => r.uid !== this.db.metadata.uid);
+    return kept.length > 0 ? kept : null;
+  }
+
   async secret(): Promise<void> {
     const full = credentialsSecret(this.spec) as Secret;
     const name = full.metadata.name ?? '';
+    const key = { namespace: this.ns, name };
     await this.step('Secret', name, async () => {
-      let existing = await this.deps.reader.get(Secrets, { namespace: this.ns, name });
+      // The cache only shows labelled Secrets (and may lag): before creating one, ask the API.
+      const cached = await this.deps.reader.get(Secrets, key);
+      let existing = cached ? withTypeMeta(Secrets, cached) : await this.fresh(Secrets, name);
       if (!existing) {
+        // Never new passwords for data initialized with the old ones.
+        const claims = await this.dataClaims();
+        if (claims.length > 0) throw new CredentialsMissingError(name, this.ns, this.db, claims);
+        const desired = this.spec.spec.deletionPolicy === 'Delete' ? this.own(full) : full;
         try {
-          const created = await this.client.create(Secrets, this.own(full), { signal: this.signal });
-          const hadOne = Boolean(this.db.status?.secretName);
-          if (hadOne) {
-            this.warning(
-              'SecretRecreated',
-              'Create',
-              `Secret ${name} was missing and has been created with new passwords; a database initialized ` +
-                'earlier keeps its old passwords until they are changed in the database',
-              withTypeMeta(Secrets, created),
-            );
-          } else this.normal('Created', 'Create', `Created Secret ${name}`, withTypeMeta(Secrets, created));
+          const created = await this.client.create(Secrets, desired, { signal: this.signal });
+          this.normal('Created', 'Create', `Created Secret ${name}`, withTypeMeta(Secrets, created));
           this.secretName = name;
           return;
         } catch (err) {
-          // Not in the cache (it lags, or the Secret lost the managed-by label): read it from the API.
           if (!(err instanceof AlreadyExistsError)) throw err;
-          existing = await this.client.get(Secrets, { namespace: this.ns, name }, { signal: this.signal });
+          existing = withTypeMeta(Secrets, await this.client.get(Secrets, key, { signal: this.signal }));
         }
       }
+      checkOwnership('Secret', existing, this.db);
       this.secretName = name;
+      const owners = this.secretOwners(existing);
       const missing = credentialsSecret(this.spec, existing);
       const add = { ...(missing?.data ?? {}) };
       const addString = { ...(missing?.stringData ?? {}) };
@@ -331,27 +454,40 @@ class Run {
         delete addString[k];
       }
       const keys = [...new Set([...Object.keys(add), ...Object.keys(addString)])].sort();
-      if (keys.length === 0) return;
+      if (keys.length === 0 && owners === undefined) return;
       await this.client.patch(
         Secrets,
-        { namespace: this.ns, name },
+        key,
         {
           type: 'merge',
           body: {
-            metadata: { uid: existing.metadata.uid },
+            metadata: {
+              uid: existing.metadata.uid,
+              // The list is replaced whole: only on top of the version it was computed from.
+              ...(owners !== undefined
+                ? { resourceVersion: existing.metadata.resourceVersion, ownerReferences: owners }
+                : {}),
+            },
             ...(Object.keys(add).length ? { data: add } : {}),
             ...(Object.keys(addString).length ? { stringData: addString } : {}),
           },
         },
         { signal: this.signal },
       );
+      const related = withTypeMeta(Secrets, existing);
       // Key names only: never a value.
-      this.normal(
-        'Updated',
-        'Update',
-        `Added missing keys to Secret ${name}: ${keys.join(', ')}`,
-        withTypeMeta(Secrets, existing),
-      );
+      if (keys.length > 0)
+        this.normal('Updated', 'Update', `Added missing keys to Secret ${name}: ${keys.join(', ')}`, related);
+      if (owners !== undefined) {
+        this.normal(
+          'Updated',
+          'Update',
+          this.spec.spec.deletionPolicy === 'Delete'
+            ? `Secret ${name} is now controlled by the Database: deletionPolicy Delete deletes it with the data`
+            : `Secret ${name} is no longer owned by the Database: deletionPolicy Retain keeps it with the data`,
+          related,
+        );
+      }
     });
   }
 
@@ -475,6 +611,27 @@ class Run {
     const desired = podDisruptionBudget(this.spec);
     if (desired) await this.ensure(PodDisruptionBudgets, desired);
     else await this.remove(PodDisruptionBudgets, this.db.metadata.name ?? '');
+  }
+
+  /**
+   * After a step failed: the StatefulSet and pods as they are (reads only), so the status keeps telling
+   * what runs. Best effort.
+   */
+  async observe(stsName: string): Promise<void> {
+    try {
+      if (!this.sts) {
+        const live = await this.deps.reader.get(StatefulSets, { namespace: this.ns, name: stsName });
+        if (live && isControlledBy(live, this.db)) this.sts = live;
+      }
+      if (this.sts && this.pods.length === 0) {
+        this.pods = await this.deps.reader.list(Pods, {
+          namespace: this.ns,
+          labelSelector: selectorString(this.spec),
+        });
+      }
+    } catch {
+      // The status then shows less; the failure is what it reports.
+    }
   }
 
   async roles(stsName: string): Promise<void> {
@@ -616,7 +773,7 @@ export async function reconcileDatabase(
   } catch (err) {
     if (err instanceof ChildError && err.terminal) {
       failure = { reason: err.reason, message: err.message };
-      run.warning(err.reason, 'Reconcile', err.message);
+      run.warning(err.reason, 'Reconcile', err.message, err.related);
     } else {
       retry = err;
       const message = err instanceof Error ? err.message : String(err);
@@ -624,6 +781,7 @@ export async function reconcileDatabase(
     }
   }
 
+  if (failure || retry !== undefined) await run.observe(stsName);
   const observed: Observed = {
     statefulSet: run.sts,
     pods: run.pods,

@@ -11,7 +11,9 @@
  *   Updating      a Database that ran before is rolling (updateRevision != currentRevision), scaling or
  *                 having its StatefulSet recreated
  *   Degraded      a Database that ran before has replicas that are not ready (and nothing is rolling)
- *   Failed        a terminal error: the API refused a child (the message says why)
+ *   Failed        a terminal error (the message says why and what to do): the API refused a child, an
+ *                 object under a child's name is not the operator's, or the credentials Secret of existing
+ *                 data is missing
  *   Deleting      metadata.deletionTimestamp is set
  * Conditions Ready, Progressing and Degraded carry a reason and a message; their lastTransitionTime only
  * changes when their status does (setCondition).

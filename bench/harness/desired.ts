@@ -78,12 +78,14 @@ export function desiredChildren(db: KubeObject): KubeObject[] {
     podDisruptionBudget(spec),
   ].filter((c) => c !== undefined) as unknown as KubeObject[];
   const ns = db.metadata.namespace;
+  // Under Retain (the default) the credentials Secret carries no owner: it outlives the Database.
+  const owned = (c: KubeObject) => c.kind !== 'Secret' || spec.spec.deletionPolicy === 'Delete';
   return children.map((c) => ({
     ...c,
     metadata: {
       ...c.metadata,
       namespace: c.metadata.namespace ?? ns,
-      ...(db.metadata.uid ? { ownerReferences: [ownerRef(db)] } : {}),
+      ...(db.metadata.uid && owned(c) ? { ownerReferences: [ownerRef(db)] } : {}),
     },
   }));
 }

@@ -57,7 +57,7 @@ function configHash(data: Record<string, string>): string {
 
 interface Database extends k8s.KubernetesObject {
   metadata: k8s.V1ObjectMeta;
-  spec: { engine: string; version: string; replicas?: number; storage: string };
+  spec: { engine: string; version: string; replicas?: number; storage: string; deletionPolicy?: string };
   status?: Record<string, unknown> & { conditions?: Condition[] };
 }
 interface Condition {
@@ -100,6 +100,8 @@ function render(db: Database): Template | undefined {
     if (v === templates.placeholders.configHash) annotations[k] = hash;
   }
   for (const child of out.children) {
+    // Like opkit: under Retain the Secret outlives the Database, together with the data it unlocks.
+    if (child.kind === 'Secret' && (db.spec.deletionPolicy ?? 'Retain') !== 'Delete') continue;
     child.metadata!.ownerReferences = [
       {
         apiVersion: `${GROUP}/${VERSION}`,

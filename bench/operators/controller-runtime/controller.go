@@ -156,8 +156,11 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	switch {
 	case apierrors.IsNotFound(err):
 		secret = d.credentialsSecret()
-		if err := controllerutil.SetControllerReference(db, secret, r.Scheme); err != nil {
-			return ctrl.Result{}, err
+		// Like opkit: under Retain the Secret outlives the Database, together with the data it unlocks.
+		if db.Spec.DeletionPolicy == "Delete" {
+			if err := controllerutil.SetControllerReference(db, secret, r.Scheme); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		if err := r.Create(ctx, secret); err != nil {
 			return ctrl.Result{}, err

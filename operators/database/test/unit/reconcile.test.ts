@@ -381,10 +381,16 @@ describe('reconcileDatabase', () => {
     assert.ok(warning, JSON.stringify(recorder.events));
     assert.deepEqual(warning.related, { kind: 'Service', name: NAME });
     assert.match(warning.note, new RegExp(`Service ${NS}/${NAME}`));
-    // Nothing changed: the next reconcile writes nothing (no failed create, no status).
+    // Nothing changed: the next reconcile changes nothing. Its only write request is the create the API
+    // refuses (AlreadyExists: the cache cannot see unlabelled objects, and a GET before every create
+    // would cost every Database a read per child); the Service itself is untouched.
     client.clearActions();
     await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
-    assert.deepEqual(client.writes(), []);
+    assert.deepEqual(
+      client.writes().map((w) => `${w.verb} ${w.resource.kind}/${w.name}`),
+      [`create Service/${NAME}`],
+    );
+    assert.equal(client.getStored(Services, KEY)?.metadata.resourceVersion, before?.metadata.resourceVersion);
   });
 
   it('adopts a child without a controller that carries its labels', async () => {
@@ -400,7 +406,7 @@ describe('reconcileDatabase', () => {
     assert.notEqual(db().status?.phase, 'Failed');
   });
 
-  it('does not take over an unlabelled Secret: no failed create, no key added, Failed naming it', async () => {
+  it('does not take over an unlabelled Secret: no key added, Failed naming it', async () => {
     await client.create(Databases.resource, database());
     await client.create(Secrets, {
       metadata: { name: `${NAME}-credentials`, namespace: NS },
@@ -420,10 +426,17 @@ describe('reconcileDatabase', () => {
     assert.deepEqual(warning?.related, { kind: 'Secret', name: `${NAME}-credentials` });
     // Nothing is built on top of it.
     assert.equal(client.getStored(StatefulSets, KEY), undefined);
-    // And later reconciles cost no write at all (no POST answered by 409).
+    // Later reconciles change nothing: only the create the API refuses, the Secret untouched.
     client.clearActions();
     await assert.rejects(reconcile(), (err: unknown) => isTerminalError(err));
-    assert.deepEqual(client.writes(), []);
+    assert.deepEqual(
+      client.writes().map((w) => `${w.verb} ${w.resource.kind}/${w.name}`),
+      [`create Secret/${NAME}-credentials`],
+    );
+    assert.equal(
+      client.getStored(Secrets, SECRET_KEY)?.metadata.resourceVersion,
+      before?.metadata.resourceVersion,
+    );
   });
 
   it('does not take over a Secret another controller owns', async () => {

@@ -313,8 +313,8 @@ class Run {
 
   /**
    * createOrUpdate, deciding on an object whose ownership was checked: the cached one; when the cache has
-   * none, the API's (the cache hides objects without our label, so its "not found" never decides a
-   * create: one GET, only when something is to be created); after a refused write, the API's again. Never
+   * none, a create is tried, and if the API says it exists (the cache hides objects without our label)
+   * the API's object is read and checked before anything is written to it. Never
    * takes over an object that is not ours (checkOwnership); adopts one without a controller that carries
    * our labels, keeping the ownerReferences others put on it. An event when something was written.
    */
@@ -322,7 +322,7 @@ class Run {
     const name = desired.metadata.name ?? '';
     return this.step(res.kind, name, async () => {
       const cached = await this.deps.reader.get(res, { namespace: this.ns, name });
-      let live = cached ? withTypeMeta(res, cached) : await this.fresh(res, name);
+      let live = cached ? withTypeMeta(res, cached) : undefined;
       for (let attempt = 1; ; attempt++) {
         const want = structuredClone(desired);
         want.metadata.namespace ??= this.ns;
@@ -425,9 +425,10 @@ class Run {
     const name = full.metadata.name ?? '';
     const key = { namespace: this.ns, name };
     await this.step('Secret', name, async () => {
-      // The cache only shows labelled Secrets (and may lag): before creating one, ask the API.
+      // The cache only shows labelled Secrets (and may lag): a create that finds one already there
+      // reads it from the API and checks it before touching it.
       const cached = await this.deps.reader.get(Secrets, key);
-      let existing = cached ? withTypeMeta(Secrets, cached) : await this.fresh(Secrets, name);
+      let existing = cached ? withTypeMeta(Secrets, cached) : undefined;
       if (!existing) {
         // Never new passwords for data initialized with the old ones.
         const claims = await this.dataClaims();

@@ -42,7 +42,8 @@ export async function run(): Promise<void> {
   mgr.add(reporter);
   void mgr.elected.then(() => mgr.logger.info('leading'));
   // Without a signal: SIGTERM/SIGINT start a graceful shutdown (a second one exits at once).
-  // Rejects with LeaderElectionLostError, a failed runnable's error or GracefulShutdownTimeoutError.
+  // Rejects with LeaderElectionLostError, CacheSyncTimeoutError (caches not synced in 2 min), a failed
+  // runnable's error or GracefulShutdownTimeoutError.
   await mgr.start();
 }
 // #endregion runnable

@@ -4,7 +4,8 @@
  *
  * - `get` / `list` read from the resource's informer. The informer is created and started lazily on
  *   first use (once the cache itself is started); a read before the informer has synced waits for the
- *   sync. Reads before `start` throw {@link CacheNotStartedError}.
+ *   sync, until the read's `signal` aborts (in a reconciler: `cache.get(res, req, ctx)` or
+ *   `{ signal: ctx.signal }`). Reads before `start` throw {@link CacheNotStartedError}.
  * - Per-resource options (`byResource`, or `configure()` before first use) restrict what is cached:
  *   a namespace, label and field selectors (sent to the API server, so only matching objects are
  *   listed, watched and held in memory), a transform, extra indexers. Reads outside a resource's
@@ -76,6 +77,11 @@ export interface CacheOptions {
 }
 
 export interface CacheReadOptions {
+  /**
+   * Stops waiting for the informer's first sync: the read rejects with the signal's reason. Pass the
+   * reconcile's `ctx.signal` (or `ctx` itself: a ReconcileContext has a `signal`), so that a read of a
+   * resource whose informer cannot sync (forbidden by RBAC, CRD not installed) ends with the reconcile.
+   */
   signal?: AbortSignal;
 }
 
@@ -218,6 +224,26 @@ export class Cache {
 
   get started(): boolean {
     return this.#signal !== undefined;
+  }
+
+  /**
+   * The informers created so far that have not synced yet, described as `resourceId` plus their
+   * namespace and selectors, e.g. `example.com/v1/widgets (namespace "ops")`. An informer that stays
+   * here usually cannot list: RBAC forbids it, or its CRD is not installed.
+   */
+  unsyncedInformers(): string[] {
+    const out: string[] = [];
+    for (const informer of this.#informers.values()) {
+      if (informer.hasSynced()) continue;
+      const scope = [
+        informer.namespace ? `namespace "${informer.namespace}"` : '',
+        informer.labelSelector ? `labelSelector "${informer.labelSelector}"` : '',
+        informer.fieldSelector ? `fieldSelector "${informer.fieldSelector}"` : '',
+      ].filter(Boolean);
+      const id = resourceId(informer.resource);
+      out.push(scope.length > 0 ? `${id} (${scope.join(', ')})` : id);
+    }
+    return out;
   }
 
   /** True once started and every informer created so far has synced. */

@@ -28,6 +28,7 @@ export {
   type SharedInformerOptions,
 } from './informer.ts';
 export {
+  MalformedObjectError,
   Reflector,
   type ReflectorErrorContext,
   type ReflectorOptions,

@@ -6,7 +6,11 @@
  *   gets an `onAdd(obj, true)` for each of them (synchronously, inside `addEventHandler`), then live
  *   events; so every handler sees every object no matter when it joined.
  * - Handlers run synchronously in the informer's event loop and should only do cheap work (typically:
- *   put a key on a work queue). Exceptions are caught and reported to `onError`.
+ *   put a key on a work queue). Exceptions (and rejections of promises a handler returns) are caught
+ *   and reported to `onError`; a failing handler never stops the informer or the other handlers.
+ * - The informer never stops before its signal aborts: malformed objects are skipped (reported), and
+ *   should its reflector ever fail anyway, it is restarted (relisting) after a backoff (reported with
+ *   phase 'restart'); the store keeps serving the last state meanwhile.
  * - Optional periodic resync (`resyncPeriodMs`, default off): re-delivers `onUpdate(obj, obj)` for every
  *   stored object to every handler, from the cache (no API call).
  * - An informer runs once: `start` after it stopped does nothing.
@@ -14,8 +18,10 @@
 import type { KubeObject } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import type { Client } from '../client/types.ts';
-import { type Clock, realClock, type TimerHandle } from '../util/clock.ts';
+import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
+import { Backoff } from './backoff.ts';
 import {
+  callHandler,
   Reflector,
   type ReflectorErrorContext,
   type ReflectorOptions,
@@ -23,7 +29,11 @@ import {
 } from './reflector.ts';
 import { type IndexFunc, type ReadonlyStore, Store } from './store.ts';
 
-export type InformerErrorContext = ReflectorErrorContext | { phase: 'resync' | 'replay'; key: string };
+export type InformerErrorContext =
+  | ReflectorErrorContext
+  | { phase: 'resync' | 'replay'; key: string }
+  /** The reflector failed (or stopped on its own); it is started again (relisting) after `delayMs`. */
+  | { phase: 'restart'; resourceVersion: string; delayMs: number };
 
 export interface SharedInformerOptions<T extends KubeObject>
   extends Omit<ReflectorOptions<T>, 'store' | 'onError'> {
@@ -51,6 +61,7 @@ export class SharedInformer<T extends KubeObject> {
   readonly #resyncPeriodMs: number;
   readonly #handlers = new Set<ResourceEventHandler<T>>();
   readonly #onError: ((err: unknown, ctx: InformerErrorContext) => void) | undefined;
+  readonly #restartBackoff: Backoff;
   #run: Promise<void> | undefined;
   #resyncTimer: TimerHandle | undefined;
 
@@ -63,6 +74,14 @@ export class SharedInformer<T extends KubeObject> {
     this.#clock = opts.clock ?? realClock;
     this.#resyncPeriodMs = opts.resyncPeriodMs ?? 0;
     this.#onError = opts.onError;
+    this.#restartBackoff =
+      opts.backoff instanceof Backoff
+        ? opts.backoff
+        : new Backoff({
+            clock: this.#clock,
+            ...(opts.random ? { random: opts.random } : {}),
+            ...(opts.backoff ?? {}),
+          });
     this.#store = new Store<T>({
       indexers: opts.indexers ?? {},
       onIndexError: (err, _name, key) => this.#report(err, { phase: 'transform', key }),
@@ -105,11 +124,10 @@ export class SharedInformer<T extends KubeObject> {
     const unlisten = this.#reflector.addListener(handler);
     for (const obj of this.#store.list()) {
       if (!this.#handlers.has(handler)) break; // removed itself during replay
-      try {
-        handler.onAdd?.(obj, true);
-      } catch (err) {
-        this.#report(err, { phase: 'replay', key: storeKey(obj) });
-      }
+      callHandler(
+        () => handler.onAdd?.(obj, true),
+        (err) => this.#report(err, { phase: 'replay', key: storeKey(obj) }),
+      );
     }
     return {
       remove: () => {
@@ -122,7 +140,9 @@ export class SharedInformer<T extends KubeObject> {
 
   /**
    * Starts listing and watching (once; later calls return the same promise). Resolves after `signal`
-   * aborted and the watch stopped. Never rejects.
+   * aborted and the watch stopped. Never rejects. If the reflector fails (or returns before `signal`
+   * aborted), it is reported (phase 'restart') and started again after a backoff: an informer only
+   * stops when told to.
    */
   start(signal: AbortSignal): Promise<void> {
     if (this.#run) return this.#run;
@@ -131,13 +151,24 @@ export class SharedInformer<T extends KubeObject> {
       signal.addEventListener('abort', onAbort, { once: true });
       if (this.#resyncPeriodMs > 0 && !signal.aborted) this.#scheduleResync();
       try {
-        await this.#reflector.run(signal);
-      } catch (err) {
-        this.#report(err, {
-          phase: 'watch',
-          resourceVersion: this.lastSyncResourceVersion,
-          action: 'backoff',
-        });
+        while (!signal.aborted) {
+          let failure: unknown;
+          try {
+            await this.#reflector.run(signal);
+          } catch (err) {
+            failure = err ?? new Error('the reflector failed');
+          }
+          if (signal.aborted) break;
+          failure ??= new Error('the reflector stopped although the informer was not stopped');
+          let delayMs = 0;
+          try {
+            delayMs = this.#restartBackoff.next();
+          } catch {
+            delayMs = 1000; // a broken backoff must not stop the informer either
+          }
+          this.#report(failure, { phase: 'restart', resourceVersion: this.lastSyncResourceVersion, delayMs });
+          if (!(await sleep(delayMs, signal, this.#clock))) break;
+        }
       } finally {
         signal.removeEventListener('abort', onAbort);
         this.#stopResync();
@@ -167,11 +198,10 @@ export class SharedInformer<T extends KubeObject> {
     if (!this.hasSynced()) return;
     for (const obj of this.#store.list()) {
       for (const handler of [...this.#handlers]) {
-        try {
-          handler.onUpdate?.(obj, obj);
-        } catch (err) {
-          this.#report(err, { phase: 'resync', key: storeKey(obj) });
-        }
+        callHandler(
+          () => handler.onUpdate?.(obj, obj),
+          (err) => this.#report(err, { phase: 'resync', key: storeKey(obj) }),
+        );
       }
     }
   }

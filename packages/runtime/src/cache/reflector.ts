@@ -12,11 +12,17 @@
  * - `hasSynced()` turns true after the first complete list.
  *
  * Listeners run synchronously, in registration order, right after the store was updated; a listener
- * that throws is reported to `onError` and does not affect the others.
+ * that throws (or returns a promise that rejects) is reported to `onError` and does not affect the
+ * others.
+ *
+ * One bad event never stops the stream: an object the store cannot hold (not an object, no
+ * `metadata`, no `metadata.name`, a non-string namespace or resourceVersion) is skipped and reported
+ * to `onError` as a {@link MalformedObjectError} (phase 'event'); it is never stored. Any other failure
+ * while applying one event is reported the same way and the next event is applied.
  */
 import type { KubeObject } from '../api/object.ts';
 import { keyOf } from '../api/object.ts';
-import type { Resource } from '../api/resource.ts';
+import { type Resource, resourceId } from '../api/resource.ts';
 import type { Client } from '../client/types.ts';
 import { type DeepReadonly, deepFreeze, type IndexFunc, type ReadonlyStore, Store } from './store.ts';
 import { type WatcherErrorContext, type WatcherEvent, type WatcherOptions, watcher } from './watcher.ts';
@@ -39,7 +45,62 @@ export type Transform<T extends KubeObject> = (obj: T) => T;
 export type ReflectorErrorContext =
   | WatcherErrorContext
   | { phase: 'transform'; key: string }
-  | { phase: 'handler'; event: 'add' | 'update' | 'delete'; key: string };
+  | { phase: 'handler'; event: 'add' | 'update' | 'delete'; key: string }
+  /**
+   * An event was skipped: its object was malformed (the error is a {@link MalformedObjectError}), or
+   * applying it failed. `event` is the watcher event's type, `key` the object's key ('' if unknown).
+   */
+  | { phase: 'event'; event: string; key: string };
+
+/** An object from a list or watch that the cache cannot hold (it is skipped, never stored). */
+export class MalformedObjectError extends Error {
+  /** The resource it came from (its resourceId, e.g. 'core/v1/configmaps'). */
+  readonly resource: string;
+  constructor(resource: string, problem: string) {
+    super(`${resource}: skipping a malformed object: ${problem}`);
+    this.name = 'MalformedObjectError';
+    this.resource = resource;
+  }
+}
+
+/** Why `obj` cannot be stored (undefined: it can). Only checks what keys and resourceVersions need. */
+export function malformedObjectProblem(obj: unknown): string | undefined {
+  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return 'it is not an object';
+  const meta: unknown = (obj as { metadata?: unknown }).metadata;
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return 'it has no metadata';
+  const { name, namespace, resourceVersion } = meta as Record<string, unknown>;
+  if (typeof name !== 'string' || name === '') return 'it has no metadata.name';
+  if (namespace !== undefined && namespace !== null && typeof namespace !== 'string')
+    return 'metadata.namespace is not a string';
+  if (resourceVersion !== undefined && resourceVersion !== null && typeof resourceVersion !== 'string')
+    return 'metadata.resourceVersion is not a string';
+  return undefined;
+}
+
+/**
+ * Calls an event handler so that nothing it does escapes: a throw, or a rejection of a promise it
+ * returns (an `async` handler), goes to `onError` instead.
+ */
+export function callHandler(fn: () => unknown, onError: (err: unknown) => void): void {
+  let result: unknown;
+  try {
+    result = fn();
+  } catch (err) {
+    onError(err);
+    return;
+  }
+  if (
+    typeof result === 'object' &&
+    result !== null &&
+    typeof (result as PromiseLike<unknown>).then === 'function'
+  ) {
+    try {
+      (result as PromiseLike<unknown>).then(undefined, onError);
+    } catch (err) {
+      onError(err);
+    }
+  }
+}
 
 /** The default transform: removes `metadata.managedFields`. */
 export function stripManagedFields<T extends KubeObject>(obj: T): T {
@@ -121,7 +182,10 @@ export class Reflector<T extends KubeObject> {
   }
 
   /**
-   * Lists and watches until `signal` aborts, then resolves. Never rejects. One run at a time.
+   * Lists and watches until `signal` aborts, then resolves. API errors and bad events never make it
+   * reject (they are reported to `onError` and retried or skipped). It rejects only if it is already
+   * running (one run at a time) or if the event stream itself fails, which the watcher never does;
+   * SharedInformer restarts a failed run with backoff.
    */
   async run(signal: AbortSignal): Promise<void> {
     if (this.#running) throw new Error('reflector is already running');
@@ -147,21 +211,36 @@ export class Reflector<T extends KubeObject> {
     }
   }
 
-  /** Applies every event of `source` (any watcher-shaped stream) until it ends. */
+  /**
+   * Applies every event of `source` (any watcher-shaped stream) until it ends. An event that cannot be
+   * applied is reported to `onError` (phase 'event') and skipped; only a failing `source` rejects.
+   */
   async consume(source: AsyncIterable<WatcherEvent<T>>): Promise<void> {
-    for await (const ev of source) this.apply(ev);
+    for await (const ev of source) {
+      try {
+        this.apply(ev);
+      } catch (err) {
+        this.#report(err, { phase: 'event', event: eventType(ev), key: eventKey(ev) });
+      }
+    }
   }
 
-  /** Applies one watcher event to the store and notifies listeners. Synchronous. */
+  /**
+   * Applies one watcher event to the store and notifies listeners. Synchronous. Malformed objects are
+   * skipped (reported to `onError`).
+   */
   apply(ev: WatcherEvent<T>): void {
     switch (ev.type) {
       case 'init':
         this.#pending = [];
         return;
-      case 'initApply':
+      case 'initApply': {
+        const obj = this.#prepare(ev.object, ev.type);
+        if (!obj) return;
         this.#pending ??= [];
-        this.#pending.push(this.#prepare(ev.object));
+        this.#pending.push(obj);
         return;
+      }
       case 'initDone': {
         const initial = !this.#synced;
         const diff = this.#store.replace(this.#pending ?? [], ev.resourceVersion);
@@ -176,7 +255,8 @@ export class Reflector<T extends KubeObject> {
         return;
       }
       case 'apply': {
-        const obj = this.#prepare(ev.object);
+        const obj = this.#prepare(ev.object, ev.type);
+        if (!obj) return;
         const res = this.#store.set(obj);
         this.#advance(obj);
         if (res.type === 'added') this.#emit('add', res.new, undefined, false);
@@ -188,7 +268,8 @@ export class Reflector<T extends KubeObject> {
         return;
       }
       case 'delete': {
-        const obj = this.#prepare(ev.object);
+        const obj = this.#prepare(ev.object, ev.type);
+        if (!obj) return;
         const old = this.#store.delete(obj);
         this.#advance(obj);
         if (old) this.#emit('delete', obj);
@@ -202,12 +283,32 @@ export class Reflector<T extends KubeObject> {
     if (rv) this.#store.setResourceVersion(rv);
   }
 
-  #prepare(obj: T): DeepReadonly<T> {
+  /** Validates and transforms an object for the store; undefined (reported) if it cannot be stored. */
+  #prepare(obj: T, event: string): DeepReadonly<T> | undefined {
+    const problem = malformedObjectProblem(obj);
+    if (problem) {
+      this.#report(new MalformedObjectError(resourceId(this.resource), problem), {
+        phase: 'event',
+        event,
+        key: '',
+      });
+      return undefined;
+    }
+    const key = keyOf(obj);
     let out = obj;
     try {
       out = this.#transform(obj) ?? obj;
     } catch (err) {
-      this.#report(err, { phase: 'transform', key: keyOf(obj) });
+      this.#report(err, { phase: 'transform', key });
+    }
+    const after = malformedObjectProblem(out);
+    if (after || keyOf(out) !== key) {
+      const why = after ?? `the transform changed its key to "${keyOf(out)}"`;
+      this.#report(new MalformedObjectError(resourceId(this.resource), `${key}: ${why}`), {
+        phase: 'transform',
+        key,
+      });
+      return undefined;
     }
     return deepFreeze(out);
   }
@@ -218,14 +319,14 @@ export class Reflector<T extends KubeObject> {
     old?: DeepReadonly<T>,
     initial = false,
   ): void {
+    const onError = (err: unknown): void =>
+      this.#report(err, { phase: 'handler', event, key: keyOf(obj as KubeObject) });
     for (const l of [...this.#listeners]) {
-      try {
-        if (event === 'add') l.onAdd?.(obj, initial);
-        else if (event === 'update') l.onUpdate?.(old ?? obj, obj);
-        else l.onDelete?.(obj);
-      } catch (err) {
-        this.#report(err, { phase: 'handler', event, key: keyOf(obj as KubeObject) });
-      }
+      callHandler(() => {
+        if (event === 'add') return l.onAdd?.(obj, initial);
+        if (event === 'update') return l.onUpdate?.(old ?? obj, obj);
+        return l.onDelete?.(obj);
+      }, onError);
     }
   }
 
@@ -236,4 +337,15 @@ export class Reflector<T extends KubeObject> {
       // an error hook must not break the reflector
     }
   }
+}
+
+function eventType(ev: unknown): string {
+  const type: unknown = typeof ev === 'object' && ev !== null ? (ev as { type?: unknown }).type : undefined;
+  return typeof type === 'string' ? type : 'unknown';
+}
+
+function eventKey(ev: unknown): string {
+  const obj: unknown =
+    typeof ev === 'object' && ev !== null ? (ev as { object?: unknown }).object : undefined;
+  return malformedObjectProblem(obj) === undefined ? keyOf(obj as KubeObject) : '';
 }

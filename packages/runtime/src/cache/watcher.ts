@@ -138,8 +138,8 @@ export async function* watcher<T extends KubeObject>(
       // onError must not be able to break the watcher
     }
   };
-  const advance = (rv: string | undefined): void => {
-    if (rv) resourceVersion = rv;
+  const advance = (rv: unknown): void => {
+    if (typeof rv === 'string' && rv) resourceVersion = rv;
   };
   /** Reports `err` and waits out the backoff; false if aborted meanwhile. */
   const backOff = async (err: unknown, phase: 'list' | 'watch'): Promise<boolean> => {
@@ -241,8 +241,9 @@ export async function* watcher<T extends KubeObject>(
           continue;
         }
         if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') continue;
+        // Malformed objects (even null) are passed on: the consumer skips and reports them.
         const object = withTypeMeta(ev.object);
-        advance(object.metadata?.resourceVersion);
+        advance((object as Partial<KubeObject> | null)?.metadata?.resourceVersion);
         yield { type: type === 'DELETED' ? 'delete' : 'apply', object };
         if (signal.aborted) break;
       }

@@ -44,7 +44,10 @@ export interface RestConfig {
   readonly host: string;
   /** The namespace of the current context, or "default". */
   readonly namespace: string;
-  /** The underlying client-node configuration (e.g. to build client-node API clients). */
+  /**
+   * The underlying client-node configuration (e.g. to build client-node API clients): the one the
+   * credentials currently come from (`refreshCredentials` replaces it).
+   */
   readonly kubeConfig: KubeConfig;
   /**
    * When the cluster entry sets proxy-url, the (cached) proxy agent client-node built for it. The
@@ -56,6 +59,19 @@ export interface RestConfig {
    * plugins, projected service-account tokens) are picked up; cheap once the credential is cached.
    */
   authenticate(): Promise<RequestAuth>;
+  /**
+   * Drops cached credentials so that the next `authenticate()` gets fresh ones. client-node caches an
+   * exec plugin's credential until its expirationTimestamp (forever without one) and reads a user's
+   * `token-file` only when the kubeconfig is loaded; so the configuration is loaded again from where it
+   * came from (the kubeconfig file(s), or the in-cluster service account), with fresh authenticators:
+   * exec plugins run again, token files are read again. The transport calls it once when the API
+   * server answers 401 Unauthorized, and retries the request if the credentials changed.
+   *
+   * `stale` is the RequestAuth the server rejected: if the credentials were refreshed since it was
+   * issued (a concurrent request got there first), nothing is reloaded. Never rejects: if reloading
+   * fails the current credentials stay. Optional, for configurations built by hand.
+   */
+  refreshCredentials?(stale?: RequestAuth): Promise<void>;
 }
 
 export interface LoadConfigOptions {
@@ -77,25 +93,29 @@ const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 export function loadConfig(opts: LoadConfigOptions = {}): RestConfig {
   const env = opts.env ?? process.env;
   const kc = new KubeConfig();
+  let load: (into: KubeConfig) => void;
   if (opts.kubeconfig) {
-    loadFile(kc, opts.kubeconfig);
+    const file = opts.kubeconfig;
+    load = (into) => loadFile(into, file);
   } else if (env.KUBECONFIG) {
     const files = env.KUBECONFIG.split(delimiter).filter((f) => f.length > 0);
     const existing = files.filter((f) => existsSync(f));
     if (existing.length === 0) {
       throw new ConfigError(`KUBECONFIG is set but none of its files exist: ${files.join(delimiter)}`);
     }
-    loadMerged(kc, existing);
+    load = (into) => loadMerged(into, existing);
   } else if (inCluster(env, opts.inClusterPathPrefix ?? '')) {
-    loadInCluster(kc, env, opts.inClusterPathPrefix ?? '');
+    const prefix = opts.inClusterPathPrefix ?? '';
+    load = (into) => loadInCluster(into, env, prefix);
   } else {
     const home = opts.homeDir ?? safeHomedir();
     const file = home ? join(home, '.kube', 'config') : '';
     if (!file || !existsSync(file)) {
       throw new ConfigError('no Kubernetes configuration found: set KUBECONFIG or pass --kubeconfig');
     }
-    loadFile(kc, file);
+    load = (into) => loadFile(into, file);
   }
+  load(kc);
   if (opts.context !== undefined) {
     if (!kc.getContextObject(opts.context)) {
       throw new ConfigError(
@@ -109,11 +129,46 @@ export function loadConfig(opts: LoadConfigOptions = {}): RestConfig {
     }
     kc.setCurrentContext(opts.context);
   }
-  return configFromKubeConfig(kc);
+  const context = kc.getCurrentContext();
+  return buildConfig(kc, () => {
+    const fresh = new KubeConfig();
+    load(fresh);
+    if (!fresh.getContextObject(context))
+      throw new ConfigError(`context "${context}" is gone from the kubeconfig`);
+    fresh.setCurrentContext(context);
+    return fresh;
+  });
 }
 
-/** Wraps an already loaded client-node KubeConfig. */
+/**
+ * Wraps an already loaded client-node KubeConfig. Its `refreshCredentials` works on a copy of `kc`
+ * with fresh authenticators (exec plugins run again); a user's token read from a `token-file` when
+ * `kc` was loaded cannot be re-read (use {@link loadConfig} for that).
+ */
 export function configFromKubeConfig(kc: KubeConfig): RestConfig {
+  return buildConfig(kc, () => copyKubeConfig(kc));
+}
+
+/** A copy of `kc` with fresh client-node authenticators (no cached exec credentials), keeping custom ones. */
+function copyKubeConfig(kc: KubeConfig): KubeConfig {
+  const fresh = new KubeConfig();
+  fresh.loadFromOptions({
+    clusters: kc.clusters,
+    users: kc.users,
+    contexts: kc.contexts,
+    currentContext: kc.currentContext,
+  });
+  // Authenticators added with addAuthenticator() live in a private field of client-node's KubeConfig.
+  const custom: unknown = Reflect.get(kc, 'custom_authenticators');
+  if (Array.isArray(custom)) {
+    for (const authenticator of custom as Parameters<KubeConfig['addAuthenticator']>[0][]) {
+      fresh.addAuthenticator(authenticator);
+    }
+  }
+  return fresh;
+}
+
+function buildConfig(kc: KubeConfig, reload: () => KubeConfig): RestConfig {
   const cluster = kc.getCurrentCluster();
   if (!kc.getCurrentContext() && !cluster) {
     throw new ConfigError('kubeconfig has no current-context: pass a context or set current-context');
@@ -141,11 +196,30 @@ export function configFromKubeConfig(kc: KubeConfig): RestConfig {
   const server = cluster.server.replace(/\/+$/, '');
   const namespace = kc.getContextObject(kc.getCurrentContext())?.namespace?.trim() || 'default';
   let proxyAgent: http.Agent | undefined;
+  /** Where credentials come from now; refreshCredentials replaces it. */
+  let credentials = kc;
+  let generation = 0;
+  /** The credentials generation each RequestAuth handed out was made from. */
+  const issued = new WeakMap<RequestAuth, number>();
 
-  const authenticate = async (): Promise<RequestAuth> => {
+  /** The authentication in progress: concurrent requests share it (one exec plugin run, not N). */
+  let inflight: Promise<RequestAuth> | undefined;
+
+  const authenticate = (): Promise<RequestAuth> => {
+    if (inflight) return inflight;
+    const current: Promise<RequestAuth> = applyCredentials().finally(() => {
+      if (inflight === current) inflight = undefined;
+    });
+    inflight = current;
+    return current;
+  };
+
+  const applyCredentials = async (): Promise<RequestAuth> => {
+    const source = credentials;
+    const sourceGeneration = generation;
     const opts: https.RequestOptions = { headers: {} };
     try {
-      await kc.applyToHTTPSOptions(opts);
+      await source.applyToHTTPSOptions(opts);
     } catch (err) {
       // client-node refuses plain http unless insecure-skip-tls-verify is set, but only after it
       // applied the credentials: for an http server that's the one error we don't care about.
@@ -156,7 +230,7 @@ export function configFromKubeConfig(kc: KubeConfig): RestConfig {
     }
     // applyToHTTPSOptions also sets `agent` to an agent of its own (no keep-alive); the transport
     // passes its own agent instead. With a proxy, client-node's (cached) proxy agent is the one to use.
-    if (cluster.proxyUrl && opts.agent) proxyAgent = opts.agent as http.Agent;
+    if (cluster.proxyUrl && opts.agent && proxyAgent === undefined) proxyAgent = opts.agent as http.Agent;
     const out: RequestAuth = { headers: {} };
     for (const [k, v] of Object.entries(opts.headers ?? {})) {
       if (typeof v === 'string') out.headers[k] = v;
@@ -171,18 +245,34 @@ export function configFromKubeConfig(kc: KubeConfig): RestConfig {
     if (opts.rejectUnauthorized !== undefined) out.rejectUnauthorized = opts.rejectUnauthorized;
     if (opts.servername !== undefined) out.servername = opts.servername;
     if (opts.auth) out.auth = opts.auth;
+    issued.set(out, sourceGeneration);
     return out;
+  };
+
+  const refreshCredentials = async (stale?: RequestAuth): Promise<void> => {
+    const staleGeneration = stale === undefined ? undefined : issued.get(stale);
+    if (staleGeneration !== undefined && staleGeneration !== generation) return; // refreshed meanwhile
+    try {
+      credentials = reload();
+      generation++;
+      inflight = undefined; // an authentication still running uses the old credentials
+    } catch {
+      // Keep the current credentials: the caller's request fails with its 401 as it would have.
+    }
   };
 
   return {
     server,
     host: url.host,
     namespace,
-    kubeConfig: kc,
+    get kubeConfig() {
+      return credentials;
+    },
     get proxyAgent() {
       return proxyAgent;
     },
     authenticate,
+    refreshCredentials,
   };
 }
 

@@ -1,11 +1,15 @@
 /**
  * A lean HTTP/1.1 transport to the API server: JSON in, JSON out, typed errors, one keep-alive agent
  * per configuration, and newline-delimited JSON streams for watches.
+ *
+ * A 401 Unauthorized is retried once with fresh credentials when the configuration can refresh them
+ * (RestConfig.refreshCredentials: exec plugins run again, token files are re-read) and they changed:
+ * an expired or rotated token does not fail requests until a restart.
  */
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { RequestAuth, RestConfig } from './config.ts';
-import { type ApiError, ConnectionError, errorFromStatus } from './errors.ts';
+import { type ApiError, ConnectionError, errorFromStatus, UnauthorizedError } from './errors.ts';
 
 /** One finished request, for rest_client_requests_total{code,method,host} and latency histograms. */
 export interface RequestMetric {
@@ -201,12 +205,24 @@ export class HttpTransport {
     const body = encodeBody(req.body);
     const contentType = body ? (req.contentType ?? 'application/json') : undefined;
     const path = req.path + buildQuery(req.query);
-    // A keep-alive socket the server closed just as we reused it: retry GETs once (like Go's transport).
+    if (req.signal?.aborted) throw abortReason(req.signal);
+    let auth = await this.#auth(req.signal);
+    let reauthenticated = false;
     for (let attempt = 0; ; attempt++) {
-      const res = await this.#attempt(req.method, path, body, contentType, req.signal, req.timeoutMs);
+      const res = await this.#attempt(req.method, path, body, contentType, auth, req.signal, req.timeoutMs);
       if ('error' in res) {
+        // A keep-alive socket the server closed just as we reused it: retry GETs once (like Go's transport).
         if (res.retryable && attempt === 0 && req.method === 'GET' && !req.signal?.aborted) continue;
         throw res.error;
+      }
+      if (res.status === 401 && !reauthenticated) {
+        // The server rejected the credentials before acting on the request: retrying is safe.
+        reauthenticated = true;
+        const fresh = await this.#reauthenticate(auth, req.signal);
+        if (fresh) {
+          auth = fresh;
+          continue;
+        }
       }
       const parsed = parseBody(res.body);
       if (res.status < 200 || res.status > 299) throw this.#apiError(res.status, parsed, res.headers);
@@ -236,7 +252,21 @@ export class HttpTransport {
     timeoutMs: number | undefined,
   ): AsyncGenerator<unknown> {
     if (signal?.aborted) return;
-    const opened = await this.#open(path, signal, timeoutMs);
+    let opened: { req: http.ClientRequest; res: http.IncomingMessage } | undefined;
+    try {
+      const auth = await this.#auth(signal);
+      try {
+        opened = await this.#open(path, auth, signal, timeoutMs);
+      } catch (err) {
+        if (!(err instanceof UnauthorizedError)) throw err;
+        const fresh = await this.#reauthenticate(auth, signal);
+        if (!fresh) throw err;
+        opened = await this.#open(path, fresh, signal, timeoutMs);
+      }
+    } catch (err) {
+      if (signal?.aborted) return;
+      throw err;
+    }
     if (!opened) return; // aborted before the response arrived
     const { req, res } = opened;
     let aborted = false;
@@ -266,6 +296,20 @@ export class HttpTransport {
     const auth = await this.config.authenticate();
     if (signal?.aborted) throw abortReason(signal);
     return auth;
+  }
+
+  /**
+   * After a 401 with `stale`: has the configuration refresh its credentials and returns the new ones,
+   * or undefined when it cannot refresh or they did not change (retrying would only fail again).
+   */
+  async #reauthenticate(
+    stale: RequestAuth,
+    signal: AbortSignal | undefined,
+  ): Promise<RequestAuth | undefined> {
+    if (!this.config.refreshCredentials || signal?.aborted) return undefined;
+    await this.config.refreshCredentials(stale);
+    const fresh = await this.#auth(signal);
+    return sameCredentials(stale, fresh) ? undefined : fresh;
   }
 
   #options(
@@ -308,11 +352,11 @@ export class HttpTransport {
     path: string,
     body: Buffer | undefined,
     contentType: string | undefined,
+    auth: RequestAuth,
     signal: AbortSignal | undefined,
     timeoutMs = this.#timeoutMs,
   ): Promise<RawResponse | AttemptFailure> {
     if (signal?.aborted) throw abortReason(signal);
-    const auth = await this.#auth(signal);
     const start = performance.now();
     const extra: Record<string, string> = {};
     if (body) {
@@ -372,16 +416,11 @@ export class HttpTransport {
   /** Opens a stream: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
   async #open(
     path: string,
+    auth: RequestAuth,
     signal: AbortSignal | undefined,
     timeoutMs = this.#timeoutMs,
   ): Promise<{ req: http.ClientRequest; res: http.IncomingMessage } | undefined> {
-    let auth: RequestAuth;
-    try {
-      auth = await this.#auth(signal);
-    } catch (err) {
-      if (signal?.aborted) return undefined;
-      throw err;
-    }
+    if (signal?.aborted) return undefined;
     const start = performance.now();
     return new Promise((resolve, reject) => {
       let settled = false;
@@ -433,6 +472,23 @@ export class HttpTransport {
   #connectionError(method: string, path: string, err: Error): ConnectionError {
     return new ConnectionError(`${method} ${path} to ${this.config.host} failed: ${messageOf(err)}`, err);
   }
+}
+
+/** True if both carry the same credentials (Authorization header, basic auth, client certificate). */
+function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
+  const header = (auth: RequestAuth): string | undefined => {
+    for (const [k, v] of Object.entries(auth.headers)) if (k.toLowerCase() === 'authorization') return v;
+    return undefined;
+  };
+  const same = (x: string | Buffer | undefined, y: string | Buffer | undefined): boolean =>
+    x === y || (x !== undefined && y !== undefined && Buffer.from(x).equals(Buffer.from(y)));
+  return (
+    header(a) === header(b) &&
+    a.auth === b.auth &&
+    same(a.cert, b.cert) &&
+    same(a.key, b.key) &&
+    same(a.pfx, b.pfx)
+  );
 }
 
 function encodeBody(body: unknown): Buffer | undefined {

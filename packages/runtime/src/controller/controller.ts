@@ -7,12 +7,21 @@
  *   `start(signal)` (a Runnable with needLeaderElection: true), after every watched informer synced.
  * - The queue holds keys ("namespace/name"), never objects; it de-duplicates and guarantees that one
  *   key is never reconciled by two workers at once.
- * - Each reconcile gets an AbortSignal that aborts after `reconcileTimeoutMs` or at shutdown. A
- *   reconcile still running at its timeout is abandoned: counted as an error, retried with backoff, and
- *   its worker moves on to other keys. The key itself stays "processing" until the abandoned promise
- *   settles, so a reconciler that ignores its signal can never run twice at once for one key.
+ * - Each reconcile gets an AbortSignal that aborts after `reconcileTimeoutMs` or at shutdown. Pass it
+ *   on to every wait: client calls and cache reads take `{ signal }` (the ReconcileContext itself has
+ *   a `signal`, so `cache.get(res, req, ctx)` works too).
+ * - A reconcile still running at its timeout is abandoned: counted as an error, retried with backoff,
+ *   and its worker moves on to other keys. The key itself stays "processing" until the abandoned
+ *   promise settles, so a reconciler that ignores its signal can never run twice at once for one key.
+ *   The trade-off: while abandoned reconciles run on, more than `maxConcurrentReconciles` reconciles
+ *   (of different keys) can be in flight. One that has not settled by the end of the event-loop turn
+ *   after its signal aborted is counted in the gauge opkit_controller_abandoned_reconciles{controller}
+ *   (and opkit_controller_abandoned_reconciles_total) and logged as a warning. Reconcilers that honour
+ *   their signal are never counted there.
  * - Outcomes: success -> forget (reset backoff); `{requeueAfter}` -> forget + addAfter; `{requeue}` ->
- *   addRateLimited; TerminalError -> forget, no retry; any other error -> addRateLimited.
+ *   addRateLimited; TerminalError -> forget, no retry; TooManyRequestsError (429, also as a `cause`) ->
+ *   addAfter the larger of the rate limiter's delay and the server's Retry-After; any other error ->
+ *   addRateLimited.
  * - Nothing a reconciler, predicate or handler throws escapes: it is logged and counted.
  * - Shutdown: stop taking keys (queue.shutDown), abort in-flight reconciles' signals, wait for them up
  *   to `drainTimeoutMs`, return.
@@ -21,6 +30,7 @@ import { randomUUID } from 'node:crypto';
 import { type KubeObject, keyOf, parseKey } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { resourceId } from '../api/resource.ts';
+import { TooManyRequestsError } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
 import { type Logger, silentLogger } from '../log/logger.ts';
 import type { Runnable } from '../manager/runnable.ts';
@@ -169,6 +179,7 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
   #fatal: { err: unknown } | undefined;
   #stopNow: (() => void) | undefined;
   #active = 0;
+  #abandoned = 0;
 
   constructor(
     ctx: ControllerContext,
@@ -215,6 +226,14 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
   /** Number of workers currently running a reconcile. */
   get activeWorkers(): number {
     return this.#active;
+  }
+
+  /**
+   * Reconciles abandoned after their timeout that are still running (their workers moved on, their
+   * keys stay locked). Also the gauge opkit_controller_abandoned_reconciles{controller}.
+   */
+  get abandonedReconciles(): number {
+    return this.#abandoned;
   }
 
   /**
@@ -423,13 +442,36 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
       this.#recordError(seconds);
       log.error(
         { err: outcome.err, timeoutMs: this.reconcileTimeoutMs },
-        'Reconciler timed out; abandoning it and retrying with backoff',
+        'Reconciler timed out; retrying with backoff',
       );
       this.queue.addRateLimited(key);
-      // The key stays "processing" until the abandoned reconcile really ends: never two at once.
+      // The key stays "processing" until the reconcile really ends: never two at once for one key.
+      let settled = false;
+      let abandoned = false;
       void running.then((late) => {
-        log.warn({ outcome: late.kind }, 'Abandoned reconcile finished');
+        settled = true;
+        if (abandoned) {
+          this.#setAbandoned(-1);
+          log.warn({ outcome: late.kind }, 'Abandoned reconcile finished; its key is free again');
+        }
         this.queue.done(key);
+      });
+      // A reconciler that honours its signal settles right away; one still running after this turn of
+      // the event loop ignored it: it runs on beside the workers (beyond maxConcurrentReconciles).
+      setImmediate(() => {
+        if (settled) return;
+        abandoned = true;
+        this.#setAbandoned(1);
+        this.#metrics.abandonedReconcilesTotal.inc({ controller: this.name });
+        log.warn(
+          {
+            timeoutMs: this.reconcileTimeoutMs,
+            abandoned: this.#abandoned,
+            maxConcurrentReconciles: this.maxConcurrentReconciles,
+          },
+          'Reconciler ignored its aborted signal; abandoning it: it keeps running and its key stays locked ' +
+            'until it ends, so more than maxConcurrentReconciles reconciles may be running',
+        );
       });
       return;
     }
@@ -478,9 +520,28 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
       log.error({ err }, 'Reconciler returned a terminal error; not retrying');
       return;
     }
+    const throttled = tooManyRequests(err);
+    if (throttled) {
+      // The API server said when to come back: never sooner than Retry-After (the rate limiter's first
+      // delays are milliseconds).
+      const retryAfterMs = Math.max(0, throttled.retryAfterSeconds * 1000);
+      const delayMs = this.queue.addRateLimited(key, retryAfterMs);
+      if (stop.aborted) log.debug({ err }, 'Reconciler error during shutdown');
+      else
+        log.error(
+          { err, retries: this.queue.numRequeues(key), retryAfterMs, delayMs },
+          'Reconciler error: throttled by the API server, retrying after Retry-After',
+        );
+      return;
+    }
     this.queue.addRateLimited(key);
     if (stop.aborted) log.debug({ err }, 'Reconciler error during shutdown');
     else log.error({ err, retries: this.queue.numRequeues(key) }, 'Reconciler error');
+  }
+
+  #setAbandoned(delta: number): void {
+    this.#abandoned += delta;
+    this.#metrics.abandonedReconciles.set({ controller: this.name }, this.#abandoned);
   }
 
   #recordError(seconds: number): void {
@@ -501,6 +562,16 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
       (err: unknown): Outcome => ({ kind: 'error', err, panic: isRuntimeFault(err) }),
     );
   }
+}
+
+/** The TooManyRequestsError `err` is or was caused by (searching its `cause` chain), if any. */
+function tooManyRequests(err: unknown): TooManyRequestsError | undefined {
+  const seen = new Set<unknown>();
+  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
+    if (e instanceof TooManyRequestsError) return e;
+    seen.add(e);
+  }
+  return undefined;
 }
 
 /** A JS runtime fault (the closest thing to a Go panic): ReferenceError, or TypeError with no cause. */

@@ -34,7 +34,16 @@ export type Result = ResultOptions | void;
 export interface ReconcileContext {
   /**
    * Aborted when the reconcile times out (the reason is a {@link ReconcileTimeoutError}) or the
-   * controller shuts down. Pass it to every client call and wait.
+   * controller shuts down. Pass it to every client call, cache read and wait:
+   *
+   *     await client.get(Widgets, req, { signal: ctx.signal });
+   *     await mgr.cache.get(Widgets, req, ctx);        // a ReconcileContext is a valid { signal } option
+   *     await mgr.cache.list(Pods, { namespace, signal: ctx.signal });
+   *
+   * A cache read waits for its informer's first sync; with the signal it rejects with the abort reason
+   * instead of outliving the reconcile (an informer may never sync: RBAC forbids the list, a CRD is
+   * missing). A reconcile that ignores its signal is abandoned at the timeout and keeps running (see
+   * opkit_controller_abandoned_reconciles).
    */
   readonly signal: AbortSignal;
   /** A child logger bound to `controller`, `key` (namespace/name) and `reconcileID`. */

@@ -1,6 +1,7 @@
 /** @opkit/runtime manager: runs controllers and other runnables with a shared client, cache and leader election. */
 export { CHECK_TIMEOUT_MS, type Checker, HealthChecks } from './health.ts';
 export {
+  CacheSyncTimeoutError,
   createManager,
   GracefulShutdownTimeoutError,
   LeaderElectionLostError,

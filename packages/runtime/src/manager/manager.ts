@@ -5,7 +5,10 @@
  *
  * Lifecycle of `start()`:
  *   1. serve /healthz, /readyz (health probe address) and /metrics (metrics address);
- *   2. start the cache and wait for every informer created so far to sync (then /readyz turns 200);
+ *   2. start the cache and wait for every informer created so far to sync (then /readyz turns 200),
+ *      at most `cacheSyncTimeoutMs` (default 2 min, like controller-runtime's CacheSyncTimeout): then
+ *      the manager shuts down and `start` rejects with a CacheSyncTimeoutError naming the informers
+ *      that did not sync (typically: RBAC forbids listing them, or their CRD is not installed);
  *   3. start the runnables with needLeaderElection false, on every replica (so non-leaders keep
  *      their caches warm and can take over quickly);
  *   4. with leader election: campaign for the Lease and start the needLeaderElection runnables
@@ -89,8 +92,14 @@ export interface ManagerOptions {
   cache?: CacheOptions;
   /** Default: a new registry (rest_client_requests_total is wired to the built client). */
   metrics?: MetricsRegistry;
-  /** Clock for leader election and controllers. Default: the system clock. */
+  /** Clock for leader election, controllers and the cache sync timeout. Default: the system clock. */
   clock?: Clock;
+  /**
+   * How long `start` waits for the caches to sync before it gives up: it shuts down and rejects with a
+   * {@link CacheSyncTimeoutError}. /readyz answers 503 meanwhile. Default 120 000 (2 min); 0 or
+   * Infinity waits forever.
+   */
+  cacheSyncTimeoutMs?: number;
 }
 
 export interface StartOptions {
@@ -103,13 +112,41 @@ export interface StartOptions {
   handleSignals?: boolean;
 }
 
-/** Leadership was lost (the Lease could not be renewed within renewDeadline). Exit non-zero. */
+/**
+ * Leadership was lost (the Lease could not be renewed within renewDeadline, or leader election itself
+ * failed: then `cause` is its error). Exit non-zero.
+ */
 export class LeaderElectionLostError extends Error {
   readonly lease: string;
-  constructor(lease: string) {
-    super(`leader election lost: lease ${lease} could not be renewed`);
+  constructor(lease: string, options?: ErrorOptions) {
+    super(
+      options?.cause === undefined
+        ? `leader election lost: lease ${lease} could not be renewed`
+        : `leader election lost: leader election for lease ${lease} failed: ${messageOf(options.cause)}`,
+      options,
+    );
     this.name = 'LeaderElectionLostError';
     this.lease = lease;
+  }
+}
+
+/**
+ * The caches did not sync within `cacheSyncTimeoutMs`. `informers` names the ones that did not (see
+ * Cache.unsyncedInformers): usually RBAC forbids listing them or their CRD is not installed; the
+ * manager's 'informer error' log lines tell which.
+ */
+export class CacheSyncTimeoutError extends Error {
+  readonly timeoutMs: number;
+  readonly informers: readonly string[];
+  constructor(timeoutMs: number, informers: readonly string[]) {
+    super(
+      `timed out after ${timeoutMs} ms waiting for caches to sync; not synced: ${
+        informers.length > 0 ? informers.join(', ') : '(none left: they synced just too late)'
+      } (is listing them forbidden by RBAC, or a CRD not installed?)`,
+    );
+    this.name = 'CacheSyncTimeoutError';
+    this.timeoutMs = timeoutMs;
+    this.informers = [...informers];
   }
 }
 
@@ -166,6 +203,7 @@ export class Manager {
   readonly #healthBind: BindAddress | undefined;
   readonly #metricsBind: BindAddress | undefined;
   readonly #gracefulMs: number;
+  readonly #cacheSyncTimeoutMs: number;
   readonly #healthz = new HealthChecks('healthz');
   readonly #readyz = new HealthChecks('readyz');
   readonly #recorders = new Map<string, EventRecorder>();
@@ -208,6 +246,9 @@ export class Manager {
     this.#healthBind = parseBindAddress(init.healthProbeBindAddress);
     this.#metricsBind = parseBindAddress(init.metricsBindAddress);
     this.#gracefulMs = init.gracefulShutdownTimeoutMs ?? 30_000;
+    const syncTimeout = init.cacheSyncTimeoutMs ?? DEFAULT_CACHE_SYNC_TIMEOUT_MS;
+    if (!(syncTimeout >= 0)) throw new RangeError(`cacheSyncTimeoutMs must be >= 0, got ${syncTimeout}`);
+    this.#cacheSyncTimeoutMs = syncTimeout;
     this.#onStopped = init.onStopped;
     this.elected = new Promise<void>((resolve) => {
       this.#resolveElected = resolve;
@@ -314,8 +355,8 @@ export class Manager {
 
   /**
    * Runs everything until shutdown (see the module comment). Resolves after a clean graceful shutdown;
-   * rejects with a runnable's error, LeaderElectionLostError, GracefulShutdownTimeoutError, or a
-   * server's listen error. Can be called once.
+   * rejects with a runnable's error, LeaderElectionLostError, CacheSyncTimeoutError,
+   * GracefulShutdownTimeoutError, or a server's listen error. Can be called once.
    */
   async start(options?: AbortSignal | StartOptions): Promise<void> {
     if (this.#phase !== 'new') throw new Error('the manager was already started');
@@ -336,7 +377,7 @@ export class Manager {
       const cacheRun = this.cache.start(this.#cacheCtl.signal);
       const elector = this.#elector;
       let electorRun: Promise<'cancelled' | 'lost'> | undefined;
-      if (await this.cache.waitForCacheSync(stop.signal)) {
+      if (await this.#waitForCacheSync(stop.signal)) {
         this.#cachesSynced = true;
         this.#log.info('caches synced');
       }
@@ -345,10 +386,19 @@ export class Manager {
         this.#othersStarted = true;
         for (const entry of this.#others) this.#run(entry, this.#othersCtl.signal);
         if (elector) {
-          electorRun = elector.run(this.#electorCtl.signal);
-          electorRun.then((outcome) => {
-            if (outcome === 'lost') this.#fail(new LeaderElectionLostError(elector.lock.describe()));
-          });
+          // Never rejects: a failing elector (which no longer renews the Lease) is handled like lost
+          // leadership, since another replica may take over soon.
+          electorRun = elector.run(this.#electorCtl.signal).then(
+            (outcome) => {
+              if (outcome === 'lost') this.#fail(new LeaderElectionLostError(elector.lock.describe()));
+              return outcome;
+            },
+            (err: unknown) => {
+              this.#log.error({ err }, 'leader election failed; stopping as if leadership was lost');
+              this.#fail(new LeaderElectionLostError(elector.lock.describe(), { cause: err }));
+              return 'lost' as const;
+            },
+          );
         } else {
           this.#startLeading();
         }
@@ -373,6 +423,27 @@ export class Manager {
       }
     }
     if (this.#failure !== undefined) throw this.#failure;
+  }
+
+  /**
+   * Waits for the caches to sync, at most cacheSyncTimeoutMs; on timeout fails the manager with a
+   * CacheSyncTimeoutError. True once synced; false if stopped or timed out first.
+   */
+  async #waitForCacheSync(stop: AbortSignal): Promise<boolean> {
+    const ms = this.#cacheSyncTimeoutMs;
+    if (ms === 0 || ms === Number.POSITIVE_INFINITY) return this.cache.waitForCacheSync(stop);
+    const timeout = new AbortController();
+    const timer = this.clock.setTimeout(() => timeout.abort(), ms);
+    try {
+      const synced = await this.cache.waitForCacheSync(AbortSignal.any([stop, timeout.signal]));
+      if (synced || stop.aborted) return synced;
+      const err = new CacheSyncTimeoutError(ms, this.cache.unsyncedInformers());
+      this.#log.error({ err, informers: err.informers, timeoutMs: ms }, 'caches did not sync in time');
+      this.#fail(err);
+      return false;
+    } finally {
+      this.clock.clearTimeout(timer);
+    }
   }
 
   #createElector(le: LeaderElectionConfig): LeaderElector {
@@ -604,6 +675,12 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   delete (init as ManagerOptions).context;
   delete (init as ManagerOptions).fieldManager;
   return new Manager(init);
+}
+
+const DEFAULT_CACHE_SYNC_TIMEOUT_MS = 120_000;
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function aborted(signal: AbortSignal): Promise<void> {

@@ -22,6 +22,11 @@
  *   workqueue_retries_total{name,controller}                         counter
  *   rest_client_requests_total{code,method,host}                     counter
  *   leader_election_master_status{name}                              gauge (1 leader, 0 not)
+ *
+ * opkit's own series (no controller-runtime equivalent):
+ *   opkit_controller_abandoned_reconciles{controller}                gauge: reconciles still running after
+ *                                                                    their timeout (their workers moved on)
+ *   opkit_controller_abandoned_reconciles_total{controller}          counter: reconciles abandoned so far
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { WorkQueueMetrics } from '../queue/work-queue.ts';
@@ -85,6 +90,12 @@ export class MetricsRegistry {
   readonly reconcileTime: Histogram<ControllerLabel>;
   readonly maxConcurrentReconciles: Gauge<ControllerLabel>;
   readonly activeWorkers: Gauge<ControllerLabel>;
+  /**
+   * Reconciles that ran past their timeout and have not settled yet: their worker took other keys, so
+   * up to maxConcurrentReconciles + this many reconciles run at once (their keys stay locked).
+   */
+  readonly abandonedReconciles: Gauge<ControllerLabel>;
+  readonly abandonedReconcilesTotal: Counter<ControllerLabel>;
 
   readonly workqueueDepth: Gauge<QueueLabel>;
   readonly workqueueAdds: Counter<QueueLabel>;
@@ -148,6 +159,20 @@ export class MetricsRegistry {
     this.activeWorkers = new Gauge({
       name: 'controller_runtime_active_workers',
       help: 'Number of currently used workers per controller',
+      labelNames: ['controller'],
+      registers,
+    });
+    this.abandonedReconciles = new Gauge({
+      name: 'opkit_controller_abandoned_reconciles',
+      help:
+        'Reconciles that ran past their timeout and are still running (their worker moved on; their key ' +
+        'stays locked until they end) per controller',
+      labelNames: ['controller'],
+      registers,
+    });
+    this.abandonedReconcilesTotal = new Counter({
+      name: 'opkit_controller_abandoned_reconciles_total',
+      help: 'Total number of reconciles abandoned after their timeout per controller',
       labelNames: ['controller'],
       registers,
     });
@@ -262,6 +287,8 @@ export class MetricsRegistry {
     this.terminalReconcileErrors.inc(labels, 0);
     this.reconcilePanics.inc(labels, 0);
     this.activeWorkers.set(labels, 0);
+    this.abandonedReconciles.set(labels, 0);
+    this.abandonedReconcilesTotal.inc(labels, 0);
     this.maxConcurrentReconciles.set(labels, maxConcurrentReconciles);
   }
 

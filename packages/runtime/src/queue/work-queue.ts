@@ -170,9 +170,15 @@ export class WorkQueue<T extends string = string> {
     this.#armTimer();
   }
 
-  /** Adds `key` after the delay the rate limiter gives for it (its backoff grows with each call). */
-  addRateLimited(key: T): void {
-    this.addAfter(key, this.#rateLimiter.when(key));
+  /**
+   * Adds `key` after the delay the rate limiter gives for it (its backoff grows with each call), or
+   * after `minDelayMs` if that is longer (e.g. a server's Retry-After). Returns the delay used (ms).
+   */
+  addRateLimited(key: T, minDelayMs = 0): number {
+    const limited = this.#rateLimiter.when(key);
+    const delay = Number.isFinite(minDelayMs) ? Math.max(minDelayMs, limited) : limited;
+    this.addAfter(key, delay);
+    return delay;
   }
 
   /** Resets `key`'s rate-limiter backoff: call after a successful reconcile. Does not dequeue it. */

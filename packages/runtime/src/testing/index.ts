@@ -1,4 +1,8 @@
-/** Test support for code built on @opkit/runtime: `import { FakeClient } from '@opkit/runtime/testing'`. */
+/**
+ * Test support for code built on @opkit/runtime: `import { FakeClient } from '@opkit/runtime/testing'`.
+ * FakeClient: an in-memory API server with real semantics, for reconciler tests. ScriptedClient: list
+ * and watch answered step by step, for tests of watchers, reflectors and informers.
+ */
 
 export {
   alreadyExistsError,
@@ -24,3 +28,9 @@ export {
   READ_VERBS,
   type RequestHook,
 } from './fake-client.ts';
+export {
+  ScriptedClient,
+  type ScriptedList,
+  ScriptedWatch,
+  type ScriptedWatchEvent,
+} from './scripted-client.ts';

@@ -3,7 +3,6 @@ import { afterEach, describe, it } from 'node:test';
 import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
 import type { KubeObject } from '../../src/api/object.ts';
 import { Backoff } from '../../src/cache/backoff.ts';
-import { ScriptedClient } from '../../src/cache/scripted-client.ts';
 import {
   ShortWatchError,
   type WatcherErrorContext,
@@ -12,6 +11,7 @@ import {
   watcher,
 } from '../../src/cache/watcher.ts';
 import { ConnectionError, GoneError, ServerError } from '../../src/client/errors.ts';
+import { ScriptedClient } from '../../src/testing/index.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 
 const cm = (name: string, rv: string): ConfigMap => ({

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { type ConfigMap, ConfigMaps, type Namespace, Namespaces, Secrets } from '../../src/api/builtin.ts';
 import { Cache, CacheNotStartedError, forResource, NamespaceNotCachedError } from '../../src/cache/cache.ts';
-import { ScriptedClient } from '../../src/cache/scripted-client.ts';
 import { FakeClient } from '../../src/testing/fake-client.ts';
+import { ScriptedClient } from '../../src/testing/index.ts';
 
 const cm = (ns: string, name: string, labels: Record<string, string> = {}, ownerUID?: string): ConfigMap => ({
   metadata: {

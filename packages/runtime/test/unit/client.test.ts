@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -634,5 +634,162 @@ describe('transport and client against a fake server', () => {
     // Only keep-alive connections of plain requests may remain; every watch connection is gone.
     const open = watchResponses.filter((r) => !r.destroyed && !r.writableEnded && !r.socket?.destroyed);
     assert.equal(open.length, 0);
+  });
+});
+
+describe('401 Unauthorized: one retry with fresh credentials', () => {
+  let dir: string;
+  let server: http.Server;
+  let port = 0;
+  /** The only token the server accepts right now. */
+  let accepted = 'token-1';
+  const seen: string[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'opkit-client-auth-'));
+    server = http.createServer((req, res) => {
+      const auth = req.headers.authorization ?? '';
+      seen.push(auth);
+      if (auth !== `Bearer ${accepted}`) {
+        json(res, 401, { kind: 'Status', code: 401, reason: 'Unauthorized', message: 'Unauthorized' });
+        return;
+      }
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (url.searchParams.get('watch')) {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'w' } } })}\n`);
+        return;
+      }
+      json(res, 200, { metadata: { name: 'x', namespace: 'default' } });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A kubeconfig for the server whose user is given as YAML lines (under `user:`). */
+  function kubeconfig(name: string, user: string[]): string {
+    const file = join(dir, `${name}.yaml`);
+    writeFileSync(
+      file,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        '- name: c',
+        '  cluster:',
+        `    server: http://127.0.0.1:${port}`,
+        'users:',
+        '- name: u',
+        '  user:',
+        ...user.map((l) => `    ${l}`),
+        'contexts:',
+        '- name: ctx',
+        '  context: { cluster: c, user: u }',
+        'current-context: ctx',
+        '',
+      ].join('\n'),
+    );
+    return file;
+  }
+  const cm = { namespace: 'default', name: 'x' };
+
+  test('a rotated token file is read again after a 401 and the request retried once', async () => {
+    accepted = 'token-1';
+    const tokenFile = join(dir, 'token');
+    writeFileSync(tokenFile, 'token-1');
+    // client-node reads a user's token file (its spelling: token-file) only when loading the kubeconfig.
+    const client = createClient(
+      loadConfig({ kubeconfig: kubeconfig('tf', [`token-file: ${tokenFile}`]), env: {} }),
+    );
+    try {
+      assert.equal((await client.get(ConfigMaps, cm)).metadata.name, 'x');
+      // The token rotates: the server only accepts the new one, which is in the file.
+      accepted = 'token-2';
+      writeFileSync(tokenFile, 'token-2');
+      seen.length = 0;
+      assert.equal((await client.get(ConfigMaps, cm)).metadata.name, 'x');
+      assert.deepEqual(seen, ['Bearer token-1', 'Bearer token-2'], 'one 401, then one retry');
+      seen.length = 0;
+      await client.get(ConfigMaps, cm);
+      assert.deepEqual(seen, ['Bearer token-2'], 'later requests use the fresh token at once');
+    } finally {
+      client.close();
+    }
+  });
+
+  test('exec plugin credentials (cached by client-node without expiry) are fetched again after a 401', async () => {
+    accepted = 'exec-1';
+    const tokenFile = join(dir, 'exec-token');
+    const runs = join(dir, 'exec-runs');
+    writeFileSync(tokenFile, 'exec-1');
+    writeFileSync(runs, '');
+    const plugin = join(dir, 'plugin.mjs');
+    writeFileSync(
+      plugin,
+      [
+        "import { appendFileSync, readFileSync } from 'node:fs';",
+        'const [tokenFile, runs] = process.argv.slice(2);',
+        "appendFileSync(runs, 'x');",
+        'process.stdout.write(JSON.stringify({',
+        "  apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential',",
+        "  status: { token: readFileSync(tokenFile, 'utf8').trim() },",
+        '}));',
+      ].join('\n'),
+    );
+    const file = kubeconfig('exec', [
+      'exec:',
+      '  apiVersion: client.authentication.k8s.io/v1',
+      `  command: ${JSON.stringify(process.execPath)}`,
+      `  args: [${JSON.stringify(plugin)}, ${JSON.stringify(tokenFile)}, ${JSON.stringify(runs)}]`,
+      '  interactiveMode: Never',
+    ]);
+    const client = createClient(loadConfig({ kubeconfig: file, env: {} }));
+    const execRuns = () => readFileSync(runs, 'utf8').length;
+    try {
+      await client.get(ConfigMaps, cm);
+      await client.get(ConfigMaps, cm);
+      assert.equal(execRuns(), 1, 'client-node caches the credential');
+      accepted = 'exec-2';
+      writeFileSync(tokenFile, 'exec-2');
+      seen.length = 0;
+      // Several requests hit the 401 at once: the plugin runs again, but not once per request.
+      const results = await Promise.all([1, 2, 3, 4].map(() => client.get(ConfigMaps, cm)));
+      assert.equal(results.length, 4);
+      assert.equal(execRuns(), 2, 'the plugin ran once more, not once per request');
+      assert.equal(seen.filter((s) => s === 'Bearer exec-1').length, 4);
+      assert.equal(seen.filter((s) => s === 'Bearer exec-2').length, 4);
+      // A watch whose open gets a 401 is retried the same way.
+      accepted = 'exec-3';
+      writeFileSync(tokenFile, 'exec-3');
+      const events: string[] = [];
+      for await (const ev of client.watch(ConfigMaps, { namespace: 'default' })) events.push(ev.type);
+      assert.deepEqual(events, ['ADDED']);
+    } finally {
+      client.close();
+    }
+  });
+
+  test('credentials that stay the same are not retried: the 401 surfaces as UnauthorizedError', async () => {
+    accepted = 'something-else';
+    const client = createClient(
+      loadConfig({ kubeconfig: kubeconfig('static', ['token: revoked']), env: {} }),
+    );
+    try {
+      seen.length = 0;
+      await assert.rejects(client.get(ConfigMaps, cm), UnauthorizedError);
+      assert.deepEqual(seen, ['Bearer revoked'], 'no pointless retry');
+      seen.length = 0;
+      await assert.rejects(async () => {
+        for await (const _ of client.watch(ConfigMaps, { namespace: 'default' })) assert.fail('no events');
+      }, UnauthorizedError);
+      assert.deepEqual(seen, ['Bearer revoked']);
+    } finally {
+      client.close();
+    }
   });
 });

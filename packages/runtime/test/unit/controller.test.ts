@@ -28,6 +28,7 @@ import { Manager } from '../../src/manager/manager.ts';
 import type { Runnable } from '../../src/manager/runnable.ts';
 import { MetricsRegistry } from '../../src/metrics/index.ts';
 import { ItemExponentialFailureRateLimiter } from '../../src/queue/index.ts';
+import { tooManyRequestsError } from '../../src/testing/errors.ts';
 import { FakeClient } from '../../src/testing/fake-client.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 
@@ -578,6 +579,133 @@ describe('Controller', () => {
     ];
     const lines = new Set(text.split('\n'));
     for (const line of expect) assert.ok(lines.has(line), `missing: ${line}\n${text}`);
+    await r.stop();
+  });
+
+  it('counts and logs abandoned reconciles (still running after the timeout) until they end', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger: Logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s)) });
+    const { clock, informer, build, metrics } = setup({ reconcileTimeoutMs: 1_000, logger });
+    const hang = deferred();
+    const calls: string[] = [];
+    const c = build(async (req, ctx) => {
+      calls.push(req.name);
+      if (req.name === 'stuck' && calls.length === 1) await hang.promise; // ignores its signal
+      if (req.name === 'polite' && calls.filter((n) => n === 'polite').length === 1) {
+        // honours its signal: settles as soon as it aborts, so it is not "abandoned"
+        await new Promise<void>((_res, rej) =>
+          ctx.signal.addEventListener('abort', () => rej(ctx.signal.reason)),
+        );
+      }
+    });
+    const gauge = 'opkit_controller_abandoned_reconciles{controller="test"}';
+    const counter = 'opkit_controller_abandoned_reconciles_total{controller="test"}';
+    assert.equal(await metricValue(metrics, gauge), 0, 'the series exists from the start');
+    assert.equal(await metricValue(metrics, counter), 0);
+    const r = run(c);
+    informer.add(widget('stuck'));
+    await flush();
+    await clock.advanceAsync(1_000);
+    await flush();
+    assert.equal(c.abandonedReconciles, 1);
+    assert.equal(await metricValue(metrics, gauge), 1);
+    assert.equal(await metricValue(metrics, counter), 1);
+    const warn = lines.find(
+      (l) => typeof l.msg === 'string' && l.msg.startsWith('Reconciler ignored its aborted signal'),
+    );
+    assert.ok(warn, 'a warning for the abandoned reconcile');
+    assert.equal(warn.level, 40);
+    assert.equal(warn.key, 'ns/stuck');
+    assert.equal(warn.abandoned, 1);
+    assert.equal(warn.maxConcurrentReconciles, 1);
+
+    // A reconcile that honours its signal times out too, but is not abandoned.
+    informer.add(widget('polite'));
+    await flush();
+    await clock.advanceAsync(1_000);
+    await flush();
+    assert.equal(c.abandonedReconciles, 1);
+    assert.equal(await metricValue(metrics, counter), 1);
+
+    hang.resolve();
+    await flush();
+    assert.equal(c.abandonedReconciles, 0);
+    assert.equal(await metricValue(metrics, gauge), 0, 'the gauge drops when the abandoned call ends');
+    assert.equal(await metricValue(metrics, counter), 1);
+    assert.ok(lines.some((l) => l.msg === 'Abandoned reconcile finished; its key is free again'));
+    await r.stop();
+  });
+
+  it('a cache read given the reconcile context ends at the reconcile timeout (nothing is abandoned)', async () => {
+    const { clock, informer, build, metrics } = setup({ reconcileTimeoutMs: 1_000 });
+    // An informer that can never sync: every list is forbidden (RBAC), retried with backoff forever.
+    const api = new FakeClient();
+    api.onRequest((req) => {
+      if (req.verb === 'list' && req.resource === Secrets) throw new Error('forbidden: secrets');
+    });
+    const reads = new Cache(api, { backoff: { initialMs: 5, maxMs: 5 } });
+    const stopCache = new AbortController();
+    const cacheDone = reads.start(stopCache.signal);
+    const outcomes: string[] = [];
+    const c = build(async (req, ctx) => {
+      try {
+        await reads.get(Secrets, req, ctx); // the ReconcileContext is a valid { signal } option
+        outcomes.push('read');
+      } catch (err) {
+        outcomes.push(err instanceof ReconcileTimeoutError ? 'timed out' : String(err));
+        throw err;
+      }
+    });
+    const r = run(c);
+    try {
+      informer.add(widget('a'));
+      await flush();
+      await clock.advanceAsync(999);
+      assert.deepEqual(outcomes, []);
+      await clock.advanceAsync(1);
+      await flush();
+      assert.deepEqual(outcomes, ['timed out'], 'the read rejected with the abort reason');
+      assert.equal(c.abandonedReconciles, 0);
+      assert.equal(
+        await metricValue(metrics, 'opkit_controller_abandoned_reconciles_total{controller="test"}'),
+        0,
+      );
+    } finally {
+      stopCache.abort();
+      await r.stop();
+      await cacheDone;
+    }
+  });
+
+  it('honours Retry-After of a TooManyRequestsError (also as a cause) instead of the 100 ms backoff', async () => {
+    const { clock, informer, build, metrics } = setup();
+    const times: number[] = [];
+    const c = build(async () => {
+      times.push(clock.now());
+      if (times.length === 1) throw tooManyRequestsError(7);
+      if (times.length === 2) throw new Error('apply failed', { cause: tooManyRequestsError(1) });
+      if (times.length === 3) throw tooManyRequestsError(0); // no Retry-After: the rate limiter decides
+    });
+    const r = run(c);
+    const t0 = clock.now();
+    informer.add(widget('a'));
+    await flush();
+    await clock.advanceAsync(100);
+    assert.equal(times.length, 1, 'not retried after the rate limiter 100 ms backoff');
+    await clock.advanceAsync(6_899);
+    assert.equal(times.length, 1);
+    await clock.advanceAsync(1);
+    assert.equal(times.length, 2, 'retried after Retry-After: 7 s');
+    await clock.advanceAsync(1_000);
+    assert.equal(times.length, 3, 'max(200 ms backoff, 1 s Retry-After)');
+    await clock.advanceAsync(400);
+    assert.deepEqual(
+      times.map((t) => t - t0),
+      [0, 7_000, 8_000, 8_400],
+      'then the backoff (400 ms) when it is longer than Retry-After',
+    );
+    assert.equal(c.queue.numRequeues('ns/a'), 0, 'forgotten after the success');
+    assert.equal(await metricValue(metrics, total('error')), 3);
     await r.stop();
   });
 

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
+import { ScriptedClient } from '@opkit/runtime/testing';
 import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
+import { Backoff } from '../../src/cache/backoff.ts';
 import type { InformerErrorContext } from '../../src/cache/informer.ts';
 import { SharedInformer } from '../../src/cache/informer.ts';
 import type { ResourceEventHandler } from '../../src/cache/reflector.ts';
-import { ScriptedClient } from '../../src/cache/scripted-client.ts';
+import { MalformedObjectError } from '../../src/cache/reflector.ts';
 import type { DeepReadonly } from '../../src/cache/store.ts';
 import { FakeClient } from '../../src/testing/fake-client.ts';
 import { FakeClock } from '../../src/util/clock.ts';
@@ -205,5 +207,121 @@ describe('SharedInformer', () => {
       seen,
       'handlers saw every final state',
     );
+  });
+
+  it('a malformed watch event does not stop the informer: later events still reach handlers and store', async () => {
+    const client = new ScriptedClient();
+    const errors: { err: unknown; ctx: InformerErrorContext }[] = [];
+    const inf = new SharedInformer(client, ConfigMaps, { onError: (err, ctx) => errors.push({ err, ctx }) });
+    const rec: string[] = [];
+    inf.addEventHandler(recorder(rec));
+    let stopped = false;
+    const run = inf.start(signal()).then(() => {
+      stopped = true;
+    });
+    client.queueList(ConfigMaps, {
+      items: [{ ...cm('a'), metadata: { ...cm('a').metadata, resourceVersion: '1' } }],
+      resourceVersion: '1',
+    });
+    const w = await client.nextWatch();
+    // An object without metadata used to throw in the reflector, which killed the informer for good
+    // while hasSynced() stayed true: the cache then served stale data forever.
+    w.push({ type: 'ADDED', object: { kind: 'ConfigMap' } as unknown as ConfigMap });
+    w.push({
+      type: 'ADDED',
+      object: { ...cm('b'), metadata: { ...cm('b').metadata, resourceVersion: '2' } },
+    });
+    await until(() => rec.length === 2, 'the event after the malformed one');
+    assert.deepEqual(rec, ['add a (initial)', 'add b']);
+    assert.deepEqual(inf.store.keys(), ['ns/a', 'ns/b']);
+    assert.equal(stopped, false);
+    assert.equal(errors.length, 1);
+    assert.ok(errors[0]!.err instanceof MalformedObjectError);
+    assert.deepEqual(errors[0]!.ctx, { phase: 'event', event: 'apply', key: '' });
+    cleanups.pop()?.();
+    await run;
+  });
+
+  it('restarts a failed reflector after a backoff (relisting) instead of stopping for good', async () => {
+    // A reflector run can only fail through an internal fault; simulate one with a backoff that throws
+    // the first time the watcher asks it for a delay.
+    class FaultyBackoff extends Backoff {
+      faults = 1;
+      override next(): number {
+        if (this.faults-- > 0) throw new Error('internal fault');
+        return super.next();
+      }
+    }
+    const client = new ScriptedClient();
+    const errors: { err: unknown; ctx: InformerErrorContext }[] = [];
+    const inf = new SharedInformer(client, ConfigMaps, {
+      backoff: new FaultyBackoff({ initialMs: 5, maxMs: 5, jitter: 0 }),
+      onError: (err, ctx) => errors.push({ err, ctx }),
+    });
+    const rec: string[] = [];
+    inf.addEventHandler(recorder(rec));
+    const run = inf.start(signal());
+    client.queueList(ConfigMaps, { error: new Error('connection refused') });
+    await until(() => errors.some((e) => e.ctx.phase === 'restart'), 'the restart report');
+    const restart = errors.find((e) => e.ctx.phase === 'restart')!;
+    assert.match(String(restart.err), /internal fault/);
+    assert.deepEqual(restart.ctx, { phase: 'restart', resourceVersion: '', delayMs: 5 });
+    client.queueList(ConfigMaps, { items: [cm('a')], resourceVersion: '3' });
+    const w = await client.nextWatch();
+    assert.equal(inf.hasSynced(), true);
+    assert.equal(client.listCalls.length, 2, 'listed again after the restart');
+    w.push({ type: 'ADDED', object: cm('b') });
+    await until(() => rec.length === 2, 'events after the restart');
+    assert.deepEqual(rec, ['add a (initial)', 'add b']);
+    cleanups.pop()?.();
+    await run;
+  });
+
+  it('throwing and rejecting (async) handlers never stop the informer or the other handlers', async () => {
+    const client = new FakeClient();
+    const errors: InformerErrorContext[] = [];
+    const inf = new SharedInformer(client, ConfigMaps, {
+      resyncPeriodMs: 0,
+      onError: (_e, ctx) => errors.push(ctx),
+    });
+    inf.addEventHandler({
+      onAdd: () => {
+        throw new Error('sync bug');
+      },
+      onUpdate: async () => {
+        throw new Error('async bug');
+      },
+      onDelete: () => {
+        throw 'not even an Error';
+      },
+    } as ResourceEventHandler<ConfigMap>);
+    const rec: string[] = [];
+    inf.addEventHandler(recorder(rec));
+    void inf.start(signal());
+    await inf.waitForSync();
+    await client.create(ConfigMaps, cm('a'));
+    await client.patch(
+      ConfigMaps,
+      { namespace: 'ns', name: 'a' },
+      { type: 'merge', body: { data: { x: '1' } } },
+    );
+    await client.delete(ConfigMaps, { namespace: 'ns', name: 'a' });
+    await client.create(ConfigMaps, cm('b'));
+    await until(() => rec.length === 4, 'every event despite the failing handler');
+    assert.deepEqual(rec, ['add a', 'update a', 'delete a', 'add b']);
+    await tick();
+    assert.deepEqual(
+      errors.map((c) => (c.phase === 'handler' ? `${c.event} ${c.key}` : c.phase)),
+      ['add ns/a', 'update ns/a', 'delete ns/a', 'add ns/b'],
+    );
+    assert.deepEqual(inf.store.keys(), ['ns/b']);
+    // A late handler's async replay failure is reported too.
+    inf.addEventHandler({
+      onAdd: async () => {
+        throw new Error('async replay bug');
+      },
+    } as ResourceEventHandler<ConfigMap>);
+    await tick();
+    assert.deepEqual(errors.at(-1), { phase: 'replay', key: 'ns/b' });
   });
 });

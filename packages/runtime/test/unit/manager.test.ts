@@ -4,12 +4,15 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigMaps, Leases } from '../../src/api/builtin.ts';
+import { pino } from 'pino';
+import { ConfigMaps, Leases, Secrets } from '../../src/api/builtin.ts';
+import { ForbiddenError } from '../../src/client/errors.ts';
 import type { ControllerContext } from '../../src/controller/controller.ts';
 import { controllerFor } from '../../src/controller/index.ts';
 import { type LeaseObject, LeaseResource } from '../../src/leaderelection/index.ts';
 import { silentLogger } from '../../src/log/index.ts';
 import {
+  CacheSyncTimeoutError,
   GracefulShutdownTimeoutError,
   LeaderElectionLostError,
   Manager,
@@ -333,6 +336,118 @@ describe('Manager', () => {
       await mgr.metrics.text(),
       new RegExp(`leader_election_master_status\\{name="${LEASE}"\\} 0`),
     );
+  });
+
+  test('caches that never sync: start() rejects with CacheSyncTimeoutError naming them; /readyz 503 meanwhile', async () => {
+    const fake = new FakeClient();
+    // Listing secrets is forbidden (RBAC), every time: that informer can never sync.
+    fake.onRequest((req) => {
+      if (req.verb === 'list' && req.resource === Secrets) {
+        throw new ForbiddenError({
+          kind: 'Status',
+          code: 403,
+          reason: 'Forbidden',
+          message: 'secrets is forbidden',
+        });
+      }
+    });
+    const mgr = manager(fake, { cacheSyncTimeoutMs: 400, cache: { backoff: { initialMs: 5, maxMs: 20 } } });
+    mgr.cache.getInformer(ConfigMaps);
+    mgr.cache.getInformer(Secrets, { namespace: NS, labelSelector: 'app=db' });
+    const log: string[] = [];
+    const ctrl = recorder('ctrl', true, log);
+    mgr.add(ctrl);
+    const started = Date.now();
+    const safety = new AbortController(); // without a sync timeout start() would never return
+    const safetyTimer = setTimeout(() => safety.abort(), 3_000);
+    const outcome = mgr.start(safety.signal).then(
+      () => assert.fail('start resolved'),
+      (e: unknown) => e,
+    );
+    await until(() => mgr.healthProbeAddress !== undefined);
+    const readyz = await get(mgr.healthProbeAddress, '/readyz?verbose');
+    assert.equal(readyz.status, 503);
+    assert.match(readyz.body, /caches have not synced yet/);
+    const err = await outcome;
+    clearTimeout(safetyTimer);
+    assert.ok(err instanceof CacheSyncTimeoutError, String(err));
+    assert.ok(Date.now() - started >= 390, 'waited for the timeout');
+    assert.equal(err.timeoutMs, 400);
+    assert.deepEqual(err.informers, ['core/v1/secrets (namespace "ops", labelSelector "app=db")']);
+    assert.match(
+      err.message,
+      /timed out after 400 ms waiting for caches to sync; not synced: core\/v1\/secrets/,
+    );
+    assert.deepEqual(log, [], 'controllers never started');
+    assert.equal(fake.activeWatches(), 0, 'the cache was stopped');
+    assert.ok(fake.actions({ verb: 'list', resource: Secrets }).length > 1, 'it kept retrying');
+    await assert.rejects(fetch(`http://${mgr.healthProbeAddress}/readyz`), 'servers are closed');
+  });
+
+  test('the cache sync timeout defaults to 120 s (on the manager clock)', async () => {
+    const fake = new FakeClient();
+    fake.onRequest((req) => {
+      if (req.verb === 'list' && req.resource === Secrets) throw internalError('no such resource');
+    });
+    const clock = new FakeClock(Date.now());
+    const mgr = manager(fake, { clock, cache: { backoff: { initialMs: 5, maxMs: 20 } } });
+    mgr.cache.getInformer(Secrets);
+    const state: { settled?: unknown } = {};
+    const outcome = (): unknown => state.settled;
+    const safety = new AbortController(); // without a sync timeout start() would never return
+    const run = mgr.start(safety.signal).then(
+      () => {
+        state.settled = 'resolved';
+      },
+      (e: unknown) => {
+        state.settled = e;
+      },
+    );
+    await until(() => fake.actions({ verb: 'list' }).length >= 2);
+    await clock.advanceAsync(119_999);
+    assert.equal(outcome(), undefined, 'still waiting');
+    await clock.advanceAsync(1);
+    const safetyTimer = setTimeout(() => safety.abort(), 3_000);
+    await run;
+    clearTimeout(safetyTimer);
+    const err = outcome();
+    assert.ok(err instanceof CacheSyncTimeoutError, String(err));
+    assert.deepEqual(err.informers, ['core/v1/secrets']);
+    assert.throws(() => manager(fake, { cacheSyncTimeoutMs: -1 }), RangeError);
+  });
+
+  test('a failing leader elector stops the manager like lost leadership (no unhandled rejection)', async () => {
+    // The elector's own log call throws: its run() rejects.
+    const logger = pino(
+      {
+        level: 'info',
+        hooks: {
+          logMethod(args, method) {
+            if (args.includes('attempting to acquire leader lease')) throw new Error('log sink broke');
+            method.apply(this, args);
+          },
+        },
+      },
+      { write: () => {} },
+    );
+    const log: string[] = [];
+    const mgr = manager(new FakeClient(), { logger, leaderElection: { id: LEASE, namespace: NS } });
+    mgr.add(recorder('warm', false, log));
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), 3_000); // the unfixed manager never stops
+    try {
+      const err = await mgr.start(ctl.signal).then(
+        () => assert.fail('start resolved'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof LeaderElectionLostError, String(err));
+      assert.match(String((err.cause as Error | undefined)?.message), /log sink broke/);
+      assert.equal(ctl.signal.aborted, false, 'stopped by the failure, not by the test');
+      assert.equal(log[0], 'warm started');
+      await until(() => log.includes('warm stopped'));
+    } finally {
+      clearTimeout(timer);
+    }
   });
 
   test('handleSignals: SIGTERM begins a graceful shutdown; the handlers are removed afterwards', async () => {

@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
+import type { KubeObject } from '../../src/api/object.ts';
 import {
+  MalformedObjectError,
   Reflector,
   type ReflectorErrorContext,
   type ResourceEventHandler,
 } from '../../src/cache/reflector.ts';
-import { ScriptedClient } from '../../src/cache/scripted-client.ts';
 import type { DeepReadonly } from '../../src/cache/store.ts';
+import type { WatcherEvent } from '../../src/cache/watcher.ts';
 import { GoneError } from '../../src/client/errors.ts';
+import { ScriptedClient } from '../../src/testing/index.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 
 const cm = (name: string, rv: string, uid = `uid-${name}`): ConfigMap => ({
@@ -163,6 +166,109 @@ describe('Reflector.apply (pure event handling)', () => {
     assert.deepEqual(rec, ['add a@2']);
   });
 
+  it('skips and reports malformed objects: never stored, never emitted, the next event still applies', () => {
+    const errors: { err: unknown; ctx: ReflectorErrorContext }[] = [];
+    const r = new Reflector(new ScriptedClient(), ConfigMaps, {
+      onError: (err, ctx) => errors.push({ err, ctx }),
+    });
+    const rec: Rec = [];
+    r.addListener(recorder(rec));
+    const bad = (o: unknown) => o as ConfigMap;
+    r.apply({ type: 'init' });
+    r.apply({ type: 'initApply', object: cm('a', '1') });
+    r.apply({ type: 'initApply', object: bad({ kind: 'ConfigMap' }) });
+    r.apply({ type: 'initDone', resourceVersion: '1' });
+    for (const object of [
+      { kind: 'ConfigMap' }, // no metadata: used to throw in #advance
+      { metadata: { namespace: 'ns' } }, // no name: used to be stored under "ns/undefined"
+      { metadata: { name: 'x', namespace: 7 } },
+      { metadata: { name: 'x', resourceVersion: 3 } },
+      null,
+      'garbage',
+    ]) {
+      r.apply({ type: 'apply', object: bad(object) });
+      r.apply({ type: 'delete', object: bad(object) });
+    }
+    r.apply({ type: 'apply', object: cm('b', '2') });
+    assert.deepEqual(r.store.keys().sort(), ['ns/a', 'ns/b']);
+    assert.deepEqual(rec, ['add a@1 (initial)', 'add b@2']);
+    assert.equal(r.lastSyncResourceVersion, '2');
+    assert.equal(errors.length, 13);
+    for (const { err, ctx } of errors) {
+      assert.ok(err instanceof MalformedObjectError, String(err));
+      assert.equal(ctx.phase, 'event');
+    }
+    assert.match(
+      String(errors[0]!.err),
+      /core\/v1\/configmaps: skipping a malformed object: it has no metadata/,
+    );
+    assert.deepEqual(errors[0]!.ctx, { phase: 'event', event: 'initApply', key: '' });
+    assert.match(String(errors[3]!.err), /no metadata\.name/);
+  });
+
+  it('skips an object whose transform breaks it or changes its key', () => {
+    const errors: ReflectorErrorContext[] = [];
+    const r = new Reflector(new ScriptedClient(), ConfigMaps, {
+      onError: (_e, ctx) => errors.push(ctx),
+      transform: (o) => {
+        if (o.metadata.name === 'rename') o.metadata.name = 'renamed';
+        if (o.metadata.name === 'strip') return { data: {} } as unknown as ConfigMap;
+        return o;
+      },
+    });
+    r.apply({ type: 'init' });
+    r.apply({ type: 'initDone', resourceVersion: '1' });
+    r.apply({ type: 'apply', object: cm('rename', '2') });
+    r.apply({ type: 'apply', object: cm('strip', '3') });
+    r.apply({ type: 'apply', object: cm('fine', '4') });
+    assert.deepEqual(r.store.keys(), ['ns/fine']);
+    assert.deepEqual(errors, [
+      { phase: 'transform', key: 'ns/rename' },
+      { phase: 'transform', key: 'ns/strip' },
+    ]);
+  });
+
+  it('consume() reports an event it cannot apply and goes on with the next one', async () => {
+    const errors: { err: unknown; ctx: ReflectorErrorContext }[] = [];
+    const r = new Reflector(new ScriptedClient(), ConfigMaps, {
+      onError: (err, ctx) => errors.push({ err, ctx }),
+    });
+    async function* events(): AsyncGenerator<WatcherEvent<ConfigMap>> {
+      yield { type: 'init' };
+      yield { type: 'initDone', resourceVersion: '1' };
+      yield null as unknown as WatcherEvent<ConfigMap>;
+      yield { type: 'apply', object: { spec: 1 } as unknown as ConfigMap };
+      yield { type: 'apply', object: cm('a', '2') };
+    }
+    await r.consume(events());
+    assert.deepEqual(r.store.keys(), ['ns/a']);
+    assert.deepEqual(
+      errors.map((e) => e.ctx),
+      [
+        { phase: 'event', event: 'unknown', key: '' },
+        { phase: 'event', event: 'apply', key: '' },
+      ],
+    );
+  });
+
+  it('an async listener that rejects is reported, not left as an unhandled rejection', async () => {
+    const errors: ReflectorErrorContext[] = [];
+    const r = new Reflector(new ScriptedClient(), ConfigMaps, { onError: (_e, ctx) => errors.push(ctx) });
+    const rec: Rec = [];
+    r.addListener({
+      onAdd: async () => {
+        throw new Error('async handler bug');
+      },
+    } as ResourceEventHandler<ConfigMap>);
+    r.addListener(recorder(rec));
+    r.apply({ type: 'init' });
+    r.apply({ type: 'initDone', resourceVersion: '1' });
+    r.apply({ type: 'apply', object: cm('a', '2') });
+    await tick();
+    assert.deepEqual(rec, ['add a@2']);
+    assert.deepEqual(errors, [{ phase: 'handler', event: 'add', key: 'ns/a' }]);
+  });
+
   it('waitForSync resolves true on sync and false on abort', async () => {
     const r = new Reflector(new ScriptedClient(), ConfigMaps);
     const ac = new AbortController();
@@ -224,6 +330,44 @@ describe('Reflector.run (with a scripted API)', () => {
     assert.equal(w2.opts.resourceVersion, '30');
     assert.deepEqual(rec, ['delete c@3', 'add d@26', 'update b@2 -> b@25']);
     assert.deepEqual(r.store.keys().sort(), ['ns/a', 'ns/b', 'ns/d']);
+    ac.abort();
+    await running;
+  });
+
+  it('a malformed watch event does not stop run(): it is skipped and the watch goes on', async () => {
+    const client = new ScriptedClient();
+    const ac = new AbortController();
+    cleanups.push(() => ac.abort());
+    const errors: ReflectorErrorContext[] = [];
+    const r = new Reflector(client, ConfigMaps, {
+      clock: new FakeClock(),
+      onError: (_e, ctx) => errors.push(ctx),
+    });
+    const rec: Rec = [];
+    r.addListener(recorder(rec));
+    client.queueList(ConfigMaps, {
+      items: [cm('a', '1'), { kind: 'ConfigMap' } as KubeObject],
+      resourceVersion: '10',
+    });
+    let settled = false;
+    const running = r.run(ac.signal).finally(() => {
+      settled = true;
+    });
+    const w = await client.nextWatch();
+    w.push({ type: 'ADDED', object: { kind: 'ConfigMap' } as ConfigMap });
+    w.push({ type: 'MODIFIED', object: { metadata: { namespace: 'ns' } } as ConfigMap });
+    w.push({ type: 'ADDED', object: null as unknown as ConfigMap }); // used to break the watch itself
+    w.push({ type: 'ADDED', object: cm('b', '12') });
+    await until(() => rec.length === 2, 'the good event after the bad ones');
+    assert.deepEqual(rec, ['add a@1 (initial)', 'add b@12']);
+    assert.deepEqual(r.store.keys().sort(), ['ns/a', 'ns/b']);
+    assert.equal(settled, false, 'run() is still running');
+    assert.equal(client.watches.length, 1, 'no re-watch, no relist');
+    assert.equal(client.listCalls.length, 1);
+    assert.deepEqual(
+      errors.map((c) => c.phase),
+      ['event', 'event', 'event', 'event'],
+    );
     ac.abort();
     await running;
   });

@@ -1,7 +1,7 @@
 /**
  * A Client whose `list` and `watch` are scripted step by step, for testing watchers, reflectors and
- * informers with exact event sequences (clean closes, 410s, errors, silence). Not re-exported from the
- * cache's index: import it from here in tests.
+ * informers with exact event sequences (clean closes, 410s, errors, silence). Exported from
+ * '@opkit/runtime/testing' (it used to live in src/cache/).
  *
  *   const client = new ScriptedClient();
  *   client.queueList(ConfigMaps, { items: [...], resourceVersion: '10' });

@@ -93,11 +93,14 @@ describe('cluster mode', () => {
       return list.items.length === 3 && list.items.every(ready) ? list.items : undefined;
     });
     for (const p of pods) assert.match(p.spec.nodeName ?? '', /^kwok-node-/);
-    const sts = await client.json<{ status: { readyReplicas?: number } }>(
-      'GET',
-      `/apis/apps/v1/namespaces/${ns}/statefulsets/web`,
-    );
-    assert.equal(sts.status.readyReplicas, 3);
+    // The StatefulSet controller reports them shortly after the pods turn Ready.
+    await eventually('StatefulSet readyReplicas 3', async () => {
+      const sts = await client.json<{ status: { readyReplicas?: number } }>(
+        'GET',
+        `/apis/apps/v1/namespaces/${ns}/statefulsets/web`,
+      );
+      return sts.status.readyReplicas === 3;
+    });
 
     // Growing a claim's request: status.capacity follows, and so does the PV.
     await client.json(

@@ -33,6 +33,7 @@ import {
   type WatchOptions,
   type WriteOptions,
 } from '@opkit/runtime';
+import { eventually as pollUntil } from '@opkit/runtime/testing';
 import { parse } from 'yaml';
 import { staleOutputs } from '../../scripts/generate.ts';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
@@ -46,28 +47,14 @@ export const SAMPLE_YAML = join(OPERATOR_DIR, 'config', 'samples', 'myapp_v1_dat
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `fn` until it returns a truthy value; fails with `what` (and the last value seen) after timeoutMs. */
+/** Polls until `fn` returns something truthy (60 s, every 100 ms by default); see runtime's eventually. */
 export async function eventually<T>(
   what: string,
   fn: () => Promise<T | undefined | false | null> | T | undefined | false | null,
   timeoutMs = 60_000,
   intervalMs = 100,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      const value = await fn();
-      if (value) return value;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > deadline) {
-      assert.fail(
-        `timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ''}`,
-      );
-    }
-    await sleep(intervalMs);
-  }
+  return pollUntil(what, async () => (await fn()) || undefined, { timeoutMs, intervalMs });
 }
 
 export interface Cluster {

@@ -1,7 +1,8 @@
 /**
  * Test support for code built on @opkit/runtime: `import { FakeClient } from '@opkit/runtime/testing'`.
  * FakeClient: an in-memory API server with real semantics, for reconciler tests. ScriptedClient: list
- * and watch answered step by step, for tests of watchers, reflectors and informers.
+ * and watch answered step by step, for tests of watchers, reflectors and informers. eventually: polling
+ * for integration tests.
  */
 
 export {
@@ -17,6 +18,7 @@ export {
   tooManyRequestsError,
   unprocessableError,
 } from './errors.ts';
+export { type EventuallyOptions, eventually } from './eventually.ts';
 export {
   type FakeAction,
   type FakeActionFilter,

@@ -28,6 +28,7 @@ import {
   MIRROR_LABEL,
   SOURCE_ANNOTATION,
 } from '../../examples/configmap-mirror/mirror.ts';
+import { eventually } from '../../src/testing/eventually.ts';
 
 const MAIN = join(import.meta.dirname, '../../examples/configmap-mirror/main.ts');
 const SRC = 'team-a';
@@ -35,25 +36,6 @@ const DST = 'mirror';
 const LEASE = 'configmap-mirror.opkit.dev';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function eventually<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(50);
-  }
-  assert.fail(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
 
 interface LogLine {
   msg?: string;

@@ -22,27 +22,9 @@ import { watchConfigMaps } from '../../../../docs/examples/cache.ts';
 import { crud, firstEvents, getOrExplain, patches } from '../../../../docs/examples/client.ts';
 import { Greetings, setupGreetingController } from '../../../../docs/examples/quickstart.ts';
 import { Databases, example, installCrd } from '../../../../docs/examples/schema.ts';
+import { eventually } from '../../src/testing/eventually.ts';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function eventually<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(50);
-  }
-  assert.fail(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
 
 describe('docs/examples against a real API server', { timeout: 300_000 }, () => {
   let cp: ControlPlane;

@@ -17,7 +17,7 @@ import {
 // #region connect
 export function connect(kubeconfig?: string): RestClient {
   // An explicit kubeconfig, else $KUBECONFIG, else the in-cluster service account, else ~/.kube/config.
-  // Token, client-certificate and exec-plugin auth come from @kubernetes/client-node's KubeConfig.
+  // Tokens, token files and client certificates are read by opkit; exec plugins go through client-node.
   const config = loadConfig({ kubeconfig });
   return createClient(config, { fieldManager: 'my-operator' }); // close() it when done
 }

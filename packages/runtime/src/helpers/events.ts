@@ -42,6 +42,12 @@ export interface EventRecorderOptions {
   onError?: (err: unknown, event: Event) => void;
   /** Writes waiting at most; further events are dropped and reported (default 1000). */
   maxQueue?: number;
+  /**
+   * Writes in flight at most (default 8). Writes about the same Event (its creation, then its series
+   * updates) always go one after the other; writes about different Events go in parallel, so that a
+   * burst of reconciles does not outrun one-at-a-time writes and fill the queue.
+   */
+  maxInFlight?: number;
   /** Series remembered at most; the least recently started is forgotten first (default 4096). */
   maxSeries?: number;
 }
@@ -81,8 +87,14 @@ export class EventRecorder {
   readonly #maxQueue: number;
   readonly #maxSeries: number;
   readonly #series = new Map<string, Series>();
+  readonly #maxInFlight: number;
   readonly #queue: Job[] = [];
+  /** Events (namespace/name) with a write in flight: their next write waits for it. */
+  readonly #writing = new Set<string>();
+  #pumpScheduled = false;
+  /** Settles when no write is queued or in flight; undefined while idle. */
   #draining: Promise<void> | undefined;
+  #drained: (() => void) | undefined;
   #timer: TimerHandle | undefined;
   #lastNanos = 0n;
   #lastSweep = 0;
@@ -96,6 +108,7 @@ export class EventRecorder {
     this.#onError = opts.onError;
     this.#maxQueue = opts.maxQueue ?? 1000;
     this.#maxSeries = opts.maxSeries ?? 4096;
+    this.#maxInFlight = Math.max(1, opts.maxInFlight ?? 8);
   }
 
   /**
@@ -293,21 +306,45 @@ export class EventRecorder {
       return false;
     }
     this.#queue.push(job);
-    this.#draining ??= this.#drain();
+    this.#draining ??= new Promise<void>((resolve) => {
+      this.#drained = resolve;
+    });
+    if (!this.#pumpScheduled) {
+      this.#pumpScheduled = true;
+      // Let event() return before the first request starts.
+      queueMicrotask(() => {
+        this.#pumpScheduled = false;
+        this.#pump();
+      });
+    }
     return true;
   }
 
-  async #drain(): Promise<void> {
-    // Let event() return before the first request starts.
-    await Promise.resolve();
-    for (let job = this.#queue.shift(); job !== undefined; job = this.#queue.shift()) {
-      try {
-        await job.run();
-      } catch (err) {
-        this.#report(err, job.event);
+  /** Starts queued writes, oldest first, up to maxInFlight, skipping Events that have one in flight. */
+  #pump(): void {
+    for (let i = 0; i < this.#queue.length && this.#writing.size < this.#maxInFlight; ) {
+      const job = this.#queue[i]!;
+      const id = `${job.event.metadata.namespace ?? ''}/${job.event.metadata.name ?? ''}`;
+      if (this.#writing.has(id)) {
+        i++;
+        continue;
       }
+      this.#queue.splice(i, 1);
+      this.#writing.add(id);
+      job
+        .run()
+        .catch((err: unknown) => this.#report(err, job.event))
+        .finally(() => {
+          this.#writing.delete(id);
+          this.#pump();
+        });
     }
-    this.#draining = undefined;
+    if (this.#writing.size === 0 && this.#queue.length === 0 && this.#drained) {
+      const drained = this.#drained;
+      this.#drained = undefined;
+      this.#draining = undefined;
+      drained();
+    }
   }
 
   #report(err: unknown, event: Event): void {

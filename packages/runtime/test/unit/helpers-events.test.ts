@@ -29,6 +29,8 @@ class EventSink implements Client {
   fail: ((call: Call) => Error | undefined) | undefined;
   /** Resolves writes only when released (to observe that event() does not wait). */
   gate: Promise<void> | undefined;
+  /** Writes that reached the client, including those still waiting at the gate. */
+  started = 0;
 
   #record(call: Call): void {
     this.calls.push(call);
@@ -37,6 +39,7 @@ class EventSink implements Client {
   }
 
   async create<T extends KubeObject>(res: Resource<T>, obj: T): Promise<T> {
+    this.started++;
     await this.gate;
     this.#record({
       verb: 'create',
@@ -49,6 +52,7 @@ class EventSink implements Client {
   }
 
   async patch<T extends KubeObject>(res: Resource<T>, key: ObjectKey, patch: Patch): Promise<T> {
+    this.started++;
     await this.gate;
     this.#record({
       verb: 'patch',
@@ -339,6 +343,39 @@ describe('EventRecorder', () => {
     recorder.event(pod, 'Normal', 'R3', 'A', 'n');
     await recorder.flush();
     assert.equal(client.creates().length, 3, 'a dropped event is not remembered as recorded');
+  });
+
+  it('writes up to maxInFlight Events at once, and the writes about one Event one after the other', async () => {
+    const { client, recorder, errors } = setup({ maxInFlight: 3 });
+    let release = () => {};
+    client.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    for (let i = 0; i < 10; i++) recorder.event(pod, 'Normal', `R${i}`, 'A', 'n');
+    await new Promise((r) => setImmediate(r));
+    assert.equal(client.started, 3, 'three writes in flight, seven waiting');
+    release();
+    await recorder.flush();
+    assert.equal(client.creates().length, 10);
+    assert.deepEqual(errors, []);
+
+    // A repeat's series update waits for the creation of its Event, even with slots free.
+    const gated = setup({ maxInFlight: 8 });
+    gated.client.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    gated.recorder.event(pod, 'Normal', 'Again', 'A', 'n');
+    gated.clock.advance(1000);
+    gated.recorder.event(pod, 'Normal', 'Again', 'A', 'n');
+    const closing = gated.recorder.close();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(gated.client.started, 1, 'the series patch waits for the create');
+    release();
+    await closing;
+    assert.deepEqual(
+      gated.client.calls.map((c) => c.verb),
+      ['create', 'patch'],
+    );
   });
 
   it('uses the system clock by default and flush() resolves with nothing queued', async () => {

@@ -90,7 +90,11 @@ export interface ManagerOptions {
   logger?: Logger;
   /** Options of the shared cache. */
   cache?: CacheOptions;
-  /** Default: a new registry (rest_client_requests_total is wired to the built client). */
+  /**
+   * Default: a new registry with the process and Node.js runtime metrics (process_resident_memory_bytes,
+   * nodejs_heap_size_used_bytes, ...), as controller-runtime serves the process and Go collectors
+   * (rest_client_requests_total is wired to the built client).
+   */
   metrics?: MetricsRegistry;
   /** Clock for leader election, controllers and the cache sync timeout. Default: the system clock. */
   clock?: Clock;
@@ -231,7 +235,7 @@ export class Manager {
     this.logger = init.logger ?? createLogger({ name: 'manager' });
     this.#log = this.logger.child({ component: 'manager' });
     this.clock = init.clock ?? realClock;
-    this.metrics = init.metrics ?? new MetricsRegistry();
+    this.metrics = init.metrics ?? new MetricsRegistry({ defaultMetrics: true });
     this.cache = new Cache(this.client, {
       ...init.cache,
       ...((init.cache?.namespace ?? init.namespace)
@@ -647,7 +651,7 @@ export class Manager {
  * rest_client_requests_total in the manager's registry), the shared cache and the rest.
  */
 export async function createManager(opts: ManagerOptions = {}): Promise<Manager> {
-  const metrics = opts.metrics ?? new MetricsRegistry();
+  const metrics = opts.metrics ?? new MetricsRegistry({ defaultMetrics: true });
   let client = opts.client;
   let defaultNamespace: string | undefined;
   let onStopped: (() => void) | undefined;

@@ -7,15 +7,24 @@
  *
  * Every flag has an environment variable (flags win): KUBECONFIG, WATCH_NAMESPACE, LEADER_ELECT,
  * LEADER_ELECTION_NAMESPACE, METRICS_BIND_ADDRESS, HEALTH_PROBE_BIND_ADDRESS, MAX_CONCURRENT_RECONCILES,
- * LOG_LEVEL. SIGTERM / SIGINT shut down gracefully: in-flight reconciles finish, events are flushed and
+ * SYNC_PERIOD, LOG_LEVEL. SIGTERM / SIGINT shut down gracefully: in-flight reconciles finish, events are flushed and
  * the leader election Lease is released so another replica takes over at once.
  */
 import { parseArgs as parseNodeArgs } from 'node:util';
-import { type Client, createLogger, createManager, type Logger, type LogLevel } from '@opkit/runtime';
+import {
+  type Client,
+  createLogger,
+  createManager,
+  type Logger,
+  type LogLevel,
+  parseDuration,
+} from '@opkit/runtime';
 import { setupDatabaseController } from './controllers/database/index.ts';
 
 export const LEADER_ELECTION_ID = 'database-operator.myapp.example.com';
 export const FIELD_MANAGER = 'database-operator';
+/** Every cached object is reconciled again this often (controller-runtime's default SyncPeriod). */
+export const DEFAULT_SYNC_PERIOD = '10h';
 
 export interface OperatorOptions {
   /** A kubeconfig file; without it $KUBECONFIG, in-cluster, then ~/.kube/config. */
@@ -32,6 +41,8 @@ export interface OperatorOptions {
   /** ':8081' style; '0' or '' disables. */
   healthProbeBindAddress?: string;
   maxConcurrentReconciles?: number;
+  /** How often every cached object is delivered again (a safety net for missed events), ms; 0: never. */
+  syncPeriodMs?: number;
   logLevel?: LogLevel;
   /** Tests and the demo: use this client instead of loading a kubeconfig. */
   client?: Client;
@@ -53,6 +64,7 @@ export const USAGE = `Usage: node src/main.ts [flags]
   --metrics-bind-address ADDR          /metrics address (default :8080, "0" disables)
   --health-probe-bind-address ADDR     /healthz and /readyz address (default :8081, "0" disables)
   --max-concurrent-reconciles N        Databases reconciled in parallel (default 2)
+  --sync-period DURATION               reconcile every Database again this often, e.g. 10h, 30m (default ${DEFAULT_SYNC_PERIOD}; 0 never)
   --log-level LEVEL                    trace|debug|info|warn|error|silent (default info; env LOG_LEVEL)
   -h, --help                           this help
 `;
@@ -80,6 +92,7 @@ export function parseOptions(
       'metrics-bind-address': { type: 'string' },
       'health-probe-bind-address': { type: 'string' },
       'max-concurrent-reconciles': { type: 'string' },
+      'sync-period': { type: 'string' },
       'log-level': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -90,6 +103,13 @@ export function parseOptions(
   if (!Number.isInteger(workers) || workers < 1) {
     throw new Error(`--max-concurrent-reconciles must be a positive integer, got ${String(workers)}`);
   }
+  const syncPeriod = values['sync-period'] ?? env.SYNC_PERIOD ?? DEFAULT_SYNC_PERIOD;
+  let syncPeriodMs: number;
+  try {
+    syncPeriodMs = parseDuration(syncPeriod);
+  } catch (err) {
+    throw new Error(`--sync-period: ${err instanceof Error ? err.message : String(err)}`);
+  }
   const logLevel = values['log-level'] ?? env.LOG_LEVEL ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const opts: OperatorOptions & { help: boolean } = {
@@ -99,6 +119,7 @@ export function parseOptions(
     metricsBindAddress: values['metrics-bind-address'] ?? env.METRICS_BIND_ADDRESS ?? ':8080',
     healthProbeBindAddress: values['health-probe-bind-address'] ?? env.HEALTH_PROBE_BIND_ADDRESS ?? ':8081',
     maxConcurrentReconciles: workers,
+    syncPeriodMs,
     logLevel: logLevel as LogLevel,
   };
   const kubeconfig = values.kubeconfig;
@@ -124,6 +145,7 @@ export async function runOperator(opts: OperatorOptions = {}): Promise<void> {
     ...(opts.namespace ? { namespace: opts.namespace } : {}),
     fieldManager: FIELD_MANAGER,
     logger,
+    ...(opts.syncPeriodMs ? { cache: { resyncPeriodMs: opts.syncPeriodMs } } : {}),
     metricsBindAddress: opts.metricsBindAddress ?? '0',
     healthProbeBindAddress: opts.healthProbeBindAddress ?? '0',
     ...(opts.leaderElect

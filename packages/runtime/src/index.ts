@@ -26,3 +26,4 @@ export * from './metrics/index.ts';
 export * from './queue/index.ts';
 export * from './schema/index.ts';
 export { type Clock, FakeClock, realClock, sleep } from './util/clock.ts';
+export { parseDuration } from './util/duration.ts';

@@ -26,6 +26,27 @@ export interface StartOptions {
   cpuProfDir?: string;
   /** --max-concurrent-reconciles, when not the implementation's default */
   workers?: number;
+  /** Node flags for opkit instead of those of its image's ENTRYPOINT (experiments). */
+  opkitNodeFlags?: string[];
+  /** --sync-period for the implementations that resync (opkit, controller-runtime), e.g. '60s'. */
+  syncPeriod?: string;
+}
+
+export const OPKIT_DOCKERFILE = join(REPO_ROOT, 'operators', 'database', 'Dockerfile');
+
+/**
+ * The Node flags the operator's image runs it with (between "node" and the script in the Dockerfile's
+ * ENTRYPOINT), so that the benchmark runs opkit as it is deployed.
+ */
+export function deployedNodeFlags(dockerfile = OPKIT_DOCKERFILE): string[] {
+  const line = readFileSync(dockerfile, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('ENTRYPOINT '));
+  if (!line) throw new Error(`${dockerfile} has no ENTRYPOINT`);
+  const argv = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[];
+  const script = argv.findIndex((a) => a.endsWith('.ts') || a.endsWith('.js'));
+  if (argv[0] !== 'node' || script < 1) throw new Error(`unexpected ENTRYPOINT in ${dockerfile}: ${line}`);
+  return argv.slice(1, script);
 }
 
 export function freePort(): Promise<number> {
@@ -100,13 +121,20 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
     `127.0.0.1:${healthPort}`,
     ...(opts.workers ? ['--max-concurrent-reconciles', String(opts.workers)] : []),
   ];
+  const resync = opts.syncPeriod ? ['--sync-period', opts.syncPeriod] : [];
   const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
   let command: string;
   let args: string[];
   switch (impl) {
     case 'opkit':
       command = process.execPath;
-      args = [...nodeFlags, OPKIT_MAIN, ...common];
+      args = [
+        ...(opts.opkitNodeFlags ?? deployedNodeFlags()),
+        ...nodeFlags,
+        OPKIT_MAIN,
+        ...common,
+        ...resync,
+      ];
       break;
     case 'client-node':
       command = process.execPath;
@@ -114,7 +142,7 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
       break;
     case 'controller-runtime':
       command = buildGoPeer();
-      args = common;
+      args = [...common, ...resync];
       break;
   }
   const startedAt = performance.now();

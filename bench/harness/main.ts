@@ -25,11 +25,15 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     impls: { type: 'string', default: IMPLS.join(',') },
     'steady-seconds': { type: 'string', default: '60' },
+    /** The operators' resync period in runs that measure the steady state (their default is 10h). */
+    'sync-period': { type: 'string', default: '30s' },
     'latency-changes': { type: 'string', default: '200' },
     'writer-concurrency': { type: 'string', default: '32' },
     'e2e-n': { type: 'string', default: '20' },
     'timeout-seconds': { type: 'string', default: '900' },
     'cpu-prof': { type: 'boolean', default: false },
+    /** Node flags for opkit instead of those of its image's ENTRYPOINT, e.g. "" or "--max-semi-space-size=4". */
+    'opkit-node-flags': { type: 'string' },
     out: { type: 'string' },
     'no-latest': { type: 'boolean', default: false },
     /** Rewrite the report (table, plot, latest.md) from results.json files, without running anything. */
@@ -63,9 +67,13 @@ const PHASES: Record<string, Phase[]> = {
 const common = {
   writerConcurrency: Number(values['writer-concurrency']),
   steadySeconds: Number(values['steady-seconds']),
+  syncPeriod: values['sync-period'],
   latencyChanges: Number(values['latency-changes']),
   convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
   cpuProf: values['cpu-prof'],
+  ...(values['opkit-node-flags'] !== undefined
+    ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
+    : {}),
   log,
 };
 
@@ -165,6 +173,7 @@ function metricsOf(rs: RunResult[]): Metric[] {
     add('steady', n, 'writes while idle', '', (r) => r.steady?.requests.writes);
     add('steady', n, 'reads while idle', '', (r) => r.steady?.requests.reads);
     add('steady', n, 'idle CPU', 's', (r) => r.steady?.cpuSeconds);
+    add('steady', n, 'reconciles while idle (resyncs)', '', (r) => r.steady?.reconciles);
     add('latency', n, 'spec change -> StatefulSet p50', 'ms', (r) => r.latency?.p50ms);
     add('latency', n, 'spec change -> StatefulSet p99', 'ms', (r) => r.latency?.p99ms);
     add('latency', n, 'writes per change', '', (r) =>

@@ -18,7 +18,7 @@ import {
   type RequestCounts,
   runConcurrently,
 } from './kube.ts';
-import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
+import { diffCounts, scrapeReconciles, scrapeRequestCounts, summarize } from './metrics.ts';
 import { Observer } from './observer.ts';
 import type { ImplName } from './report.ts';
 
@@ -43,6 +43,10 @@ export interface RunOptions {
   /** node --cpu-prof for the TypeScript implementations (profiles in workDir/prof) */
   cpuProf?: boolean;
   workers?: number;
+  /** Node flags for opkit instead of those of its image's ENTRYPOINT. */
+  opkitNodeFlags?: string[];
+  /** The operators' resync period in runs with the steady phase, so that idle includes resyncs. */
+  syncPeriod?: string;
   /** Keep the normalized children for the equivalence check. */
   snapshot?: boolean;
   log: (line: string) => void;
@@ -68,7 +72,14 @@ export interface RunResult {
     cpuSeconds?: number;
     peakRssMiB?: number;
   };
-  steady?: { seconds: number; requests: RequestSummary; cpuSeconds?: number; rssMiB?: number };
+  steady?: {
+    seconds: number;
+    requests: RequestSummary;
+    cpuSeconds?: number;
+    rssMiB?: number;
+    /** Reconciles run while idle (resyncs), from the operator's controller_runtime_reconcile_total. */
+    reconciles?: number;
+  };
   latency?: {
     changes: number;
     p50ms: number;
@@ -165,13 +176,19 @@ async function create(kube: Kube, path: string, obj: unknown): Promise<KubeObjec
   return kube.json<KubeObject>('POST', path, obj);
 }
 
-/** The floor: what a perfect controller would have to write, issued by a tight concurrent writer. */
+/**
+ * The floor: the same writes the operators make (every child, one Event per child created, the status),
+ * issued by a tight concurrent writer with no watch, cache or reconcile. The Events go out without being
+ * waited for before the next create, as the operators' event recorders send them.
+ */
 async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void> {
   const created = await create(kube, kindPath('Database', ns), db);
+  const events: Promise<unknown>[] = [];
   for (const child of desiredChildren(created)) {
     const kind = child.kind;
     if (!isChildKind(kind)) throw new Error(`unexpected child kind ${kind}`);
-    await create(kube, kindPath(kind, ns), child);
+    const made = await create(kube, kindPath(kind, ns), child);
+    events.push(create(kube, EVENTS_PATH(ns), floorEvent(created, made)));
   }
   await kube.json(
     'PATCH',
@@ -179,6 +196,40 @@ async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void>
     { status: floorStatus(created) },
     'application/merge-patch+json',
   );
+  await Promise.all(events);
+}
+
+const EVENTS_PATH = (ns: string) => `/apis/events.k8s.io/v1/namespaces/${ns}/events`;
+let floorEventSeq = 0;
+
+/** The Event the operators record for a child they created (events.k8s.io/v1, regarding the Database). */
+function floorEvent(db: KubeObject, child: KubeObject): unknown {
+  const ref = (o: KubeObject) => ({
+    apiVersion: o.apiVersion,
+    kind: o.kind,
+    namespace: o.metadata.namespace,
+    name: o.metadata.name,
+    uid: o.metadata.uid,
+    resourceVersion: o.metadata.resourceVersion,
+  });
+  const now = new Date();
+  return {
+    apiVersion: 'events.k8s.io/v1',
+    kind: 'Event',
+    metadata: {
+      name: `${db.metadata.name}.${(BigInt(now.getTime()) * 1_000_000n + BigInt(floorEventSeq++)).toString(16)}`,
+      namespace: db.metadata.namespace,
+    },
+    eventTime: now.toISOString().replace('Z', '000Z'),
+    reportingController: 'myapp.example.com/database-operator',
+    reportingInstance: 'bench-floor',
+    action: 'Create',
+    reason: 'Created',
+    regarding: ref(db),
+    related: ref(child),
+    note: `Created ${child.kind} ${child.metadata.name}`,
+    type: 'Normal',
+  };
 }
 
 /** Children as the implementation left them, normalized (server-set and random fields removed). */
@@ -226,6 +277,8 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       logFile: join(opts.workDir, `${opts.impl}${suffix}.log`),
       ...(prof ? { cpuProfDir: prof } : {}),
       ...(opts.workers ? { workers: opts.workers } : {}),
+      ...(opts.opkitNodeFlags ? { opkitNodeFlags: opts.opkitNodeFlags } : {}),
+      ...(opts.syncPeriod && opts.phases.includes('steady') ? { syncPeriod: opts.syncPeriod } : {}),
     });
   };
   try {
@@ -278,8 +331,10 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       const before = await scrapeRequestCounts(kube);
       const hBefore = cloneCounts(kube.counts);
       const cpu0 = op.proc.sample().cpuSeconds;
+      const reconciles0 = await scrapeReconciles(op.metricsPort);
       await new Promise((r) => setTimeout(r, opts.steadySeconds * 1000));
       const after = await scrapeRequestCounts(kube);
+      const reconciles1 = await scrapeReconciles(op.metricsPort);
       const s = op.proc.sample();
       const requests = operatorDelta(after, before, kube.counts, hBefore);
       result.steady = {
@@ -287,8 +342,14 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
         requests,
         cpuSeconds: s.cpuSeconds - cpu0,
         rssMiB: s.rssBytes / MiB,
+        ...(reconciles0 !== undefined && reconciles1 !== undefined
+          ? { reconciles: reconciles1 - reconciles0 }
+          : {}),
       };
-      log(`  steady ${opts.steadySeconds} s: ${requests.writes} writes, ${requests.reads} reads`);
+      log(
+        `  steady ${opts.steadySeconds} s: ${requests.writes} writes, ${requests.reads} reads` +
+          `${result.steady.reconciles !== undefined ? `, ${result.steady.reconciles} reconciles (resyncs)` : ''}`,
+      );
     }
 
     // ---- reaction latency

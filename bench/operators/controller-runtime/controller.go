@@ -16,13 +16,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -39,8 +39,10 @@ const (
 // DatabaseReconciler reconciles a Database object.
 type DatabaseReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
+	// APIReader reads around the cache, like opkit's check for existing data before new passwords.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
 }
 
 func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
@@ -155,6 +157,19 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	err = r.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: d.names.secret}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
+		// Like opkit: never new passwords for data initialized with the old ones. The claim is read from
+		// the API server (the cache may lag), once per Database whose Secret does not exist yet.
+		for _, t := range d.sts.Spec.VolumeClaimTemplates {
+			pvc := &corev1.PersistentVolumeClaim{}
+			key := client.ObjectKey{Namespace: db.Namespace, Name: t.Name + "-" + d.sts.Name + "-0"}
+			err := r.APIReader.Get(ctx, key, pvc)
+			if err == nil && pvc.DeletionTimestamp.IsZero() {
+				return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("credentials Secret %s is missing but claim %s holds data", d.names.secret, key.Name))
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+		}
 		secret = d.credentialsSecret()
 		// Like opkit: under Retain the Secret outlives the Database, together with the data it unlocks.
 		if db.Spec.DeletionPolicy == "Delete" {

@@ -206,10 +206,10 @@ func (d *desired) credentialsSecret() *corev1.Secret {
 	return s
 }
 
-func (d *desired) configMap() *corev1.ConfigMap       { return d.cm.DeepCopy() }
-func (d *desired) headlessService() *corev1.Service   { return d.services[d.names.headless].DeepCopy() }
-func (d *desired) readWriteService() *corev1.Service  { return d.services[d.names.readWrite].DeepCopy() }
-func (d *desired) statefulSet() *appsv1.StatefulSet    { return d.sts.DeepCopy() }
+func (d *desired) configMap() *corev1.ConfigMap      { return d.cm.DeepCopy() }
+func (d *desired) headlessService() *corev1.Service  { return d.services[d.names.headless].DeepCopy() }
+func (d *desired) readWriteService() *corev1.Service { return d.services[d.names.readWrite].DeepCopy() }
+func (d *desired) statefulSet() *appsv1.StatefulSet  { return d.sts.DeepCopy() }
 func (d *desired) readOnlyService() *corev1.Service {
 	if s, ok := d.services[d.names.readOnly]; ok {
 		return s.DeepCopy()

@@ -222,6 +222,20 @@ class ChildError extends Error {
   }
 }
 
+/**
+ * Waits for every step, then fails with the first failure in the order given (not the first to
+ * happen), so that a reconcile reports the same error whichever request returned first.
+ */
+async function allInOrder<const T extends readonly Promise<unknown>[]>(
+  steps: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(steps);
+  for (const s of settled) if (s.status === 'rejected') throw s.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
+}
+
 function withTypeMeta<T extends KubeObject>(res: Resource<T>, obj: T): T {
   return { ...obj, apiVersion: obj.apiVersion ?? res.apiVersion, kind: obj.kind ?? res.kind };
 }
@@ -499,11 +513,12 @@ class Run {
   }
 
   async services(): Promise<void> {
-    await this.ensure(Services, headlessService(this.spec));
-    await this.ensure(Services, readWriteService(this.spec));
     const ro = readOnlyService(this.spec);
-    if (ro) await this.ensure(Services, ro);
-    else await this.remove(Services, `${this.db.metadata.name}-ro`);
+    await allInOrder([
+      this.ensure(Services, headlessService(this.spec)),
+      this.ensure(Services, readWriteService(this.spec)),
+      ro ? this.ensure(Services, ro) : this.remove(Services, `${this.db.metadata.name}-ro`),
+    ]);
   }
 
   async statefulSetStep(hash: string): Promise<void> {
@@ -761,11 +776,11 @@ export async function reconcileDatabase(
   let failure: Failure | undefined;
   let retry: unknown;
   try {
-    await run.secret();
-    const hash = await run.config();
-    await run.services();
+    // The children that do not depend on one another are written at once (a reconcile of a new
+    // Database takes three round trips instead of eight); the StatefulSet only once the Secret and the
+    // ConfigMap its pods mount exist, and never when either step failed.
+    const [, hash] = await allInOrder([run.secret(), run.config(), run.services(), run.pdb()] as const);
     await run.statefulSetStep(hash);
-    await run.pdb();
     if (!run.recreating && run.storage.expanded.length === 0 && run.storage.failed.length === 0) {
       // Claims created from an older (smaller) template, or expansion still in progress.
       await run.expandStorage(stsName, false);

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { compareSnapshots, normalize } from '../../harness/equivalence.ts';
+import { deployedNodeFlags, REPO_ROOT } from '../../harness/impls.ts';
 import { addCount, classify, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
 import { markdownTable, median, svgPlot } from '../../harness/report.ts';
@@ -78,4 +82,26 @@ test('the report has ratios and a plot', () => {
   assert.match(md, /\| 3\.00 \(2\.00-4\.00\) \| 2\.00 \|/);
   assert.match(md, /\| 1\.50 \|/);
   assert.match(svgPlot(metrics), /^<svg/);
+});
+
+test("opkit runs with the Node flags of its image's ENTRYPOINT", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-dockerfile-'));
+  try {
+    const file = join(dir, 'Dockerfile');
+    writeFileSync(
+      file,
+      'FROM node:24\nENTRYPOINT ["node", "--max-semi-space-size=4", "--trace-gc", "src/main.ts"]\nCMD ["--leader-elect"]\n',
+    );
+    assert.deepEqual(deployedNodeFlags(file), ['--max-semi-space-size=4', '--trace-gc']);
+    writeFileSync(file, 'FROM node:24\nENTRYPOINT ["node", "src/main.ts"]\n');
+    assert.deepEqual(deployedNodeFlags(file), []);
+    writeFileSync(file, 'FROM node:24\nENTRYPOINT ["/bin/sh", "-c", "run"]\n');
+    assert.throws(() => deployedNodeFlags(file), /unexpected ENTRYPOINT/);
+    // The real one parses, and its flags are what the operator's npm start uses too.
+    const start = JSON.parse(readFileSync(join(REPO_ROOT, 'operators/database/package.json'), 'utf8')).scripts
+      .start;
+    assert.equal(start, ['node', ...deployedNodeFlags(), 'src/main.ts'].join(' '));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -44,7 +44,7 @@ export function packageJson(p: Project, deps: Dependencies): string {
       test: 'node --test --test-reporter=spec "test/unit/**/*.test.ts"',
       'test:integration':
         'node --test --test-concurrency=1 --test-reporter=spec "test/integration/**/*.test.ts"',
-      start: 'node src/main.ts',
+      start: 'node --max-semi-space-size=4 src/main.ts',
       build: 'opkit build',
       dev: 'opkit generate && opkit install --local && opkit run --local',
     },
@@ -115,7 +115,9 @@ COPY package.json ./
 COPY src/ ./src/
 # 65532: the "nonroot" user of distroless images; the Deployment runs with runAsNonRoot.
 USER 65532:65532
-ENTRYPOINT ["node", "src/main.ts"]
+# A small young generation (4 MiB semi-spaces): an operator never needs V8's default tens of MiB; its
+# peak memory drops by about 40 % for a few percent more CPU (see opkit's benchmarks).
+ENTRYPOINT ["node", "--max-semi-space-size=4", "src/main.ts"]
 `;
 }
 

@@ -360,7 +360,10 @@ describe('opkit workflow, from nothing to a deployed operator', { timeout: 900_0
     });
     expectOk('build', r);
     assert.match(r.stdout, /no working container engine/);
-    assert.match(readFileSync(join(context, 'Dockerfile'), 'utf8'), /ENTRYPOINT \["node", "src\/main\.ts"\]/);
+    assert.match(
+      readFileSync(join(context, 'Dockerfile'), 'utf8'),
+      /ENTRYPOINT \["node", "--max-semi-space-size=4", "src\/main\.ts"\]/,
+    );
     // What the Dockerfile's RUN does, outside the project: only production dependencies, from vendor/.
     expectOk(
       'npm install --omit=dev',

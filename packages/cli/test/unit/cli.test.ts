@@ -185,7 +185,7 @@ describe('opkit build', () => {
     const pkg = JSON.parse(read(ctx, 'package.json')) as Record<string, unknown>;
     assert.deepEqual(pkg.dependencies, { '@opkit/runtime': 'file:vendor/opkit-runtime' });
     assert.equal(pkg.devDependencies, undefined);
-    assert.deepEqual(pkg.scripts, { start: 'node src/main.ts' });
+    assert.deepEqual(pkg.scripts, { start: 'node --max-semi-space-size=4 src/main.ts' });
     const runtime = JSON.parse(read(ctx, 'vendor/opkit-runtime/package.json')) as Record<string, unknown>;
     assert.equal(runtime.name, '@opkit/runtime');
     assert.equal(runtime.devDependencies, undefined, 'installed as from a registry');

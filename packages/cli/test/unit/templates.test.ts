@@ -40,7 +40,7 @@ describe('opkit init', () => {
     assert.equal(pkg.repository, 'github.com/me/db-op');
     for (const s of ['generate', 'typecheck', 'test', 'start', 'build'])
       assert.ok(pkg.scripts[s], `script ${s}`);
-    assert.equal(pkg.scripts.start, 'node src/main.ts');
+    assert.equal(pkg.scripts.start, 'node --max-semi-space-size=4 src/main.ts');
     assert.equal(pkg.scripts.generate, 'node scripts/generate.ts');
     assert.equal(pkg.scripts.typecheck, 'tsc -p tsconfig.json');
     assert.match(pkg.scripts.test!, /node --test .*test\/unit/);
@@ -91,7 +91,7 @@ describe('opkit init', () => {
     assert.match(dockerfile, /^FROM node:24-slim AS deps$/m);
     assert.match(dockerfile, /npm install --omit=dev/);
     assert.match(dockerfile, /^USER 65532:65532$/m);
-    assert.match(dockerfile, /^ENTRYPOINT \["node", "src\/main\.ts"\]$/m);
+    assert.match(dockerfile, /^ENTRYPOINT \["node", "--max-semi-space-size=4", "src\/main\.ts"\]$/m);
 
     const readme = read(tmp.dir, 'README.md');
     assert.match(readme, /^# db-op$/m);

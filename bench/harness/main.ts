@@ -32,6 +32,8 @@ const { values } = parseArgs({
     'e2e-n': { type: 'string', default: '20' },
     'timeout-seconds': { type: 'string', default: '900' },
     'cpu-prof': { type: 'boolean', default: false },
+    /** --max-concurrent-reconciles for opkit and controller-runtime instead of their defaults (2 and 1). */
+    workers: { type: 'string' },
     /** Node flags for opkit instead of those of its image's ENTRYPOINT, e.g. "" or "--max-semi-space-size=4". */
     'opkit-node-flags': { type: 'string' },
     out: { type: 'string' },
@@ -71,6 +73,7 @@ const common = {
   latencyChanges: Number(values['latency-changes']),
   convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
   cpuProf: values['cpu-prof'],
+  ...(values.workers ? { workers: Number(values.workers) } : {}),
   ...(values['opkit-node-flags'] !== undefined
     ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
     : {}),

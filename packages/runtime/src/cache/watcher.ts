@@ -2,7 +2,7 @@
  * The watcher: list-then-watch as one never-ending async stream of high-level events, with client-go
  * reflector semantics (kube-rs calls this stage `watcher`).
  *
- *   init, initApply*, initDone        a full (paginated) list; then
+ *   init, initApply*, initDone        a full list, fetched page by page as the consumer takes it; then
  *   (apply | delete)*                  from a watch started at the list's resourceVersion
  *
  * - Watches ask for bookmarks; bookmarks advance the resourceVersion and are not emitted.
@@ -20,7 +20,7 @@
  * It is pull-based: while the consumer is busy with an event the stream is not read (and the silence
  * timer is not running), which gives natural backpressure.
  */
-import type { KubeObject, WatchEvent } from '../api/object.ts';
+import type { KubeObject, ObjectList, WatchEvent } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { errorFromStatus, isGone, type Status, TooManyRequestsError } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
@@ -158,25 +158,46 @@ export async function* watcher<T extends KubeObject>(
 
   while (!signal.aborted) {
     if (resourceVersion === undefined) {
-      let items: T[];
-      let listRV: string;
+      // Page by page: each page's objects go to the consumer (which transforms them, dropping
+      // managedFields) before the next page is fetched, so a large list never sits in memory whole and
+      // untransformed. An expired continue token (410) lists again, whole, as client-go's pager does.
+      let listRV = '';
+      let token: string | undefined;
+      let paginate = true;
+      let begun = false;
       try {
-        const list = await client.list(resource, {
-          ...selectors,
-          limit: opts.pageSize ?? DEFAULT_PAGE_SIZE,
-          signal,
-        });
-        items = list.items;
-        listRV = list.metadata.resourceVersion ?? '';
+        for (;;) {
+          let page: ObjectList<T>;
+          try {
+            page = await client.list(resource, {
+              ...selectors,
+              ...(paginate ? { limit: opts.pageSize ?? DEFAULT_PAGE_SIZE, onePage: true } : {}),
+              ...(token ? { continue: token } : {}),
+              signal,
+            });
+          } catch (err) {
+            if (token === undefined || !isGone(err)) throw err;
+            token = undefined;
+            paginate = false;
+            begun = false;
+            continue;
+          }
+          if (!begun) {
+            yield { type: 'init' };
+            begun = true;
+            listRV = page.metadata?.resourceVersion ?? '';
+          }
+          for (const item of page.items ?? []) {
+            if (signal.aborted) return;
+            yield { type: 'initApply', object: withTypeMeta(item) };
+          }
+          token = paginate ? page.metadata?.continue || undefined : undefined;
+          if (!token) break;
+        }
       } catch (err) {
         if (signal.aborted) return;
         if (!(await backOff(err, 'list'))) return;
         continue;
-      }
-      yield { type: 'init' };
-      for (const item of items) {
-        if (signal.aborted) return;
-        yield { type: 'initApply', object: withTypeMeta(item) };
       }
       if (signal.aborted) return;
       resourceVersion = '';

@@ -136,7 +136,7 @@ export class RestClient implements Client {
     const first = await page(opts);
     first.items ??= [];
     first.metadata ??= {};
-    if (opts.limit === undefined || opts.continue) return first;
+    if (opts.limit === undefined || opts.continue || opts.onePage) return first;
     const items = first.items;
     let token = first.metadata.continue;
     while (token) {

@@ -5,9 +5,14 @@ export interface ListOptions {
   namespace?: string;
   labelSelector?: string;
   fieldSelector?: string;
-  /** Page size; `list` follows `continue` until the end unless `continue` is given explicitly. */
+  /**
+   * Page size; `list` follows `continue` until the end unless `continue` is given explicitly or
+   * `onePage` is set.
+   */
   limit?: number;
   continue?: string;
+  /** With `limit`: return only the first page (with its `continue` token), like an explicit `continue`. */
+  onePage?: boolean;
   resourceVersion?: string;
   resourceVersionMatch?: 'Exact' | 'NotOlderThan';
   signal?: AbortSignal;

@@ -543,8 +543,9 @@ export class FakeClient implements Client {
     }
 
     const metadata: ObjectList<T>['metadata'] = { resourceVersion: String(rv) };
-    // Without an explicit `continue` the real client follows the pages itself and returns everything.
-    const paged = opts.continue !== undefined && opts.limit !== undefined && opts.limit > 0;
+    // Without an explicit `continue` (or `onePage`) the real client follows the pages itself.
+    const paged =
+      (opts.continue !== undefined || opts.onePage === true) && opts.limit !== undefined && opts.limit > 0;
     if (paged && opts.limit !== undefined && items.length > opts.limit) {
       const remaining = items.length - opts.limit;
       items = items.slice(0, opts.limit);

@@ -19,6 +19,8 @@ import type { Client, ListOptions, WatchOptions } from '../client/types.ts';
 export interface ScriptedList {
   items: KubeObject[];
   resourceVersion: string;
+  /** The continue token of this page (more pages follow). */
+  continue?: string;
 }
 
 /** A watch event as the wire may carry it, ERROR included. */
@@ -143,7 +145,10 @@ export class ScriptedClient implements Client {
       if (next) {
         if ('error' in next) throw next.error;
         return {
-          metadata: { resourceVersion: next.resourceVersion },
+          metadata: {
+            resourceVersion: next.resourceVersion,
+            ...(next.continue ? { continue: next.continue } : {}),
+          },
           items: structuredClone(next.items) as T[],
         };
       }

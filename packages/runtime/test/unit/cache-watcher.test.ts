@@ -115,6 +115,41 @@ describe('watcher', () => {
     assert.equal(h.errors.length, 0);
   });
 
+  it('hands out each page before fetching the next; an expired continue token lists again, whole', async () => {
+    const h = harness({ pageSize: 2 });
+    h.client.queueList(ConfigMaps, {
+      items: [cm('a', '5'), cm('b', '7')],
+      resourceVersion: '10',
+      continue: 'p2',
+    });
+    assert.deepEqual(await take(h.gen, 3), ['init', 'initApply a@5', 'initApply b@7']);
+    await tick();
+    assert.equal(h.client.listCalls.length, 1, 'page 2 is asked for only when page 1 was taken');
+    h.client.queueList(ConfigMaps, { items: [cm('c', '8')], resourceVersion: '10' });
+    assert.deepEqual(await take(h.gen, 2), ['initApply c@8', 'initDone 10']);
+    assert.equal(h.client.listCalls[1]!.opts.continue, 'p2');
+    assert.equal(h.client.listCalls[1]!.opts.limit, 2);
+    assert.equal(h.client.listCalls[1]!.opts.labelSelector, 'app=x');
+
+    const g = harness({ pageSize: 1 });
+    g.client.queueList(ConfigMaps, { items: [cm('a', '5')], resourceVersion: '10', continue: 'p2' });
+    g.client.queueList(ConfigMaps, {
+      error: new GoneError({ code: 410, reason: 'Expired', message: 'too old' }),
+    });
+    g.client.queueList(ConfigMaps, { items: [cm('a', '5'), cm('b', '9')], resourceVersion: '12' });
+    assert.deepEqual(await take(g.gen, 6), [
+      'init',
+      'initApply a@5',
+      'init',
+      'initApply a@5',
+      'initApply b@9',
+      'initDone 12',
+    ]);
+    assert.equal(g.client.listCalls[2]!.opts.limit, undefined, 'the fallback list is not paginated');
+    assert.equal(g.client.listCalls[2]!.opts.continue, undefined);
+    assert.equal(g.errors.length, 0);
+  });
+
   it('fills in apiVersion/kind on listed objects', async () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { items: [cm('a', '5')], resourceVersion: '10' });

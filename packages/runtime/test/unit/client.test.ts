@@ -472,6 +472,10 @@ describe('transport and client against a fake server', () => {
     assert.equal(all.metadata.resourceVersion, '100');
     const page = await client.list(ConfigMaps, { namespace: 'default', limit: 10, continue: '20' });
     assert.equal(page.items.length, 5);
+    const first = await client.list(ConfigMaps, { namespace: 'default', limit: 10, onePage: true });
+    assert.equal(first.items.length, 10, 'onePage: the first page only');
+    assert.equal(first.items[9]?.metadata.name, 'cm-9');
+    assert.ok(first.metadata.continue, 'with its continue token');
     // An expired continue token mid-way falls back to one unpaginated list.
     const before = fake.requests.length;
     const fallback = await client.list(ConfigMaps, {

@@ -547,6 +547,9 @@ describe('FakeClient: list', () => {
     );
     assert.equal(first.metadata.remainingItemCount, 2);
     assert.ok(first.metadata.continue);
+    const onePage = await fake.list(ConfigMaps, { limit: 2, onePage: true });
+    assert.deepEqual(onePage.items, first.items, 'onePage: the first page, as the real client returns it');
+    assert.equal(onePage.metadata.continue, first.metadata.continue);
     // Writes after the first page do not show up in later pages.
     await fake.create(ConfigMaps, cm('e'));
     await fake.delete(ConfigMaps, { namespace: 'default', name: 'd' });

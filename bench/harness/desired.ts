@@ -100,10 +100,12 @@ export function statefulSetName(db: KubeObject): string {
   return sts?.metadata.name ?? db.metadata.name;
 }
 
-/** The status opkit writes right after creating the children (the StatefulSet exists, no pods yet). */
-export function floorStatus(db: KubeObject): unknown {
+/**
+ * The status opkit writes right after creating the children (the StatefulSet exists, no pods yet);
+ * `children`: desiredChildren(db), when the caller has them already.
+ */
+export function floorStatus(db: KubeObject, children = desiredChildren(db)): unknown {
   const spec = defaulted(db);
-  const children = desiredChildren(db);
   const sts = children.find((c) => c.kind === 'StatefulSet');
   const secret = children.find((c) => c.kind === 'Secret');
   return computeStatus(spec as unknown as Database, undefined, {

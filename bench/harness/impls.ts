@@ -7,9 +7,9 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { freePort } from '@opkit/controlplane';
 import { MeasuredProcess } from './proc.ts';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
@@ -47,20 +47,6 @@ export function deployedNodeFlags(dockerfile = OPKIT_DOCKERFILE): string[] {
   const script = argv.findIndex((a) => a.endsWith('.ts') || a.endsWith('.js'));
   if (argv[0] !== 'node' || script < 1) throw new Error(`unexpected ENTRYPOINT in ${dockerfile}: ${line}`);
   return argv.slice(1, script);
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        address && typeof address === 'object' ? resolvePort(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
 }
 
 export function benchCacheDir(): string {
@@ -150,16 +136,28 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
   return { impl, proc, healthPort, metricsPort, startedAt };
 }
 
-function httpGet(port: number, path: string): Promise<number> {
-  return new Promise((resolveCode) => {
-    const req = request({ host: '127.0.0.1', port, path, timeout: 2000 }, (res) => {
-      res.resume();
-      res.on('end', () => resolveCode(res.statusCode ?? 0));
+/**
+ * GET http://127.0.0.1:<port><path>: the status code and body, or code 0 when the operator does not
+ * answer (not listening yet, or gone).
+ */
+export function localGet(
+  port: number,
+  path: string,
+  timeoutMs = 5000,
+): Promise<{ code: number; text: string }> {
+  return new Promise((resolveGet) => {
+    const req = request({ host: '127.0.0.1', port, path, timeout: timeoutMs }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+      });
+      res.on('end', () => resolveGet({ code: res.statusCode ?? 0, text }));
     });
-    req.on('error', () => resolveCode(0));
+    req.on('error', () => resolveGet({ code: 0, text: '' }));
     req.on('timeout', () => {
       req.destroy();
-      resolveCode(0);
+      resolveGet({ code: 0, text: '' });
     });
     req.end();
   });
@@ -172,7 +170,7 @@ export async function waitReady(op: RunningOperator, timeoutMs = 120_000): Promi
     if (!op.proc.running) {
       throw new Error(`${op.impl} exited before it was ready:\n${op.proc.logTail()}`);
     }
-    if ((await httpGet(op.healthPort, '/readyz')) === 200) return performance.now();
+    if ((await localGet(op.healthPort, '/readyz', 2000)).code === 200) return performance.now();
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`${op.impl} was not ready within ${timeoutMs / 1000} s:\n${op.proc.logTail()}`);

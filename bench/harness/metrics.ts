@@ -2,7 +2,7 @@
  * The API server's own request counters: apiserver_request_total{verb,resource,subresource,...} from
  * /metrics. The operator's requests in a window are after - before - the harness's own requests.
  */
-import { request } from 'node:http';
+import { localGet } from './impls.ts';
 import { addCount, type Kube, type RequestCounts } from './kube.ts';
 
 export const WRITE_VERBS = ['POST', 'PUT', 'PATCH', 'APPLY', 'DELETE', 'DELETECOLLECTION'];
@@ -87,28 +87,13 @@ export function summarize(counts: RequestCounts): {
  * results, from its own /metrics; opkit and controller-runtime both serve it). undefined when the
  * operator serves no such metric (the client-node peer).
  */
-export function scrapeReconciles(metricsPort: number): Promise<number | undefined> {
-  return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port: metricsPort, path: '/metrics', timeout: 5000 }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        text += chunk;
-      });
-      res.on('end', () => {
-        let total: number | undefined;
-        for (const line of text.split('\n')) {
-          if (!line.startsWith('controller_runtime_reconcile_total{')) continue;
-          total = (total ?? 0) + Number(line.slice(line.lastIndexOf('}') + 1).trim());
-        }
-        resolve(total);
-      });
-    });
-    req.on('error', () => resolve(undefined));
-    req.on('timeout', () => {
-      req.destroy();
-      resolve(undefined);
-    });
-    req.end();
-  });
+export async function scrapeReconciles(metricsPort: number): Promise<number | undefined> {
+  const { code, text } = await localGet(metricsPort, '/metrics');
+  if (code !== 200) return undefined;
+  let total: number | undefined;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('controller_runtime_reconcile_total{')) continue;
+    total = (total ?? 0) + Number(line.slice(line.lastIndexOf('}') + 1).trim());
+  }
+  return total;
 }

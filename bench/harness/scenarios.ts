@@ -184,7 +184,8 @@ async function create(kube: Kube, path: string, obj: unknown): Promise<KubeObjec
 async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void> {
   const created = await create(kube, kindPath('Database', ns), db);
   const events: Promise<unknown>[] = [];
-  for (const child of desiredChildren(created)) {
+  const children = desiredChildren(created);
+  for (const child of children) {
     const kind = child.kind;
     if (!isChildKind(kind)) throw new Error(`unexpected child kind ${kind}`);
     const made = await create(kube, kindPath(kind, ns), child);
@@ -193,7 +194,7 @@ async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void>
   await kube.json(
     'PATCH',
     `${kindPath('Database', ns)}/${created.metadata.name}/status`,
-    { status: floorStatus(created) },
+    { status: floorStatus(created, children) },
     'application/merge-patch+json',
   );
   await Promise.all(events);

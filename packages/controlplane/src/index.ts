@@ -17,4 +17,5 @@ export {
 } from './install/install.ts';
 export { binDir, cacheRoot } from './install/paths.ts';
 export type { Kubeconfig } from './kubeconfig.ts';
+export { freePort } from './ports.ts';
 export { DEFAULT_STORAGE_CLASS, PROVISIONER_NAME } from './storage/provisioner.ts';

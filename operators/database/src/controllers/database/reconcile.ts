@@ -338,7 +338,9 @@ class Run {
       const cached = await this.deps.reader.get(res, { namespace: this.ns, name });
       let live = cached ? withTypeMeta(res, cached) : undefined;
       for (let attempt = 1; ; attempt++) {
-        const want = structuredClone(desired);
+        // Only want's metadata changes below (namespace, owner references: setControllerReference
+        // replaces the array), so a new metadata object keeps desired intact for another attempt.
+        const want = { ...desired, metadata: { ...desired.metadata } };
         want.metadata.namespace ??= this.ns;
         if (live) {
           checkOwnership(res.kind, live, this.db);

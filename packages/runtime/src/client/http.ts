@@ -1,6 +1,11 @@
 /**
- * A lean HTTP/1.1 transport to the API server: JSON in, JSON out, typed errors, one keep-alive agent
- * per configuration, and newline-delimited JSON streams for watches.
+ * A lean HTTP/1.1 transport to the API server: JSON in, JSON out, typed errors, keep-alive connection
+ * pools per configuration, and newline-delimited JSON streams for watches.
+ *
+ * Each configuration has named connection pools (one keep-alive agent each): 'default' for every
+ * request and watch, and separate ones where a request must never wait for a socket behind watches
+ * (leader election's Lease renewals use LEADER_ELECTION_POOL). Every open watch holds one socket of
+ * its pool for as long as it runs.
  *
  * A 401 Unauthorized is retried once with fresh credentials when the configuration can refresh them
  * (RestConfig.refreshCredentials: exec plugins run again, token files are re-read) and they changed:
@@ -32,11 +37,21 @@ export interface TransportOptions {
   /** Called once per request (never throws into the request). */
   onRequest?: (metric: RequestMetric) => void;
   /**
-   * Connection limit of the shared agent, used when this is the first transport for the config.
-   * Every open watch holds one connection. Defaults to 100.
+   * Connection limit of the pool's agent, used when this is the first transport for the config and
+   * pool. Every open watch holds one connection. Defaults to 100.
    */
   maxSockets?: number;
+  /**
+   * The connection pool to use: transports of one config with the same pool share connections.
+   * Defaults to DEFAULT_POOL.
+   */
+  connectionPool?: string;
 }
+
+/** The pool requests and watches share unless told otherwise. */
+export const DEFAULT_POOL = 'default';
+/** Leader election's own pool: Lease renewals never queue behind watches for a socket. */
+export const LEADER_ELECTION_POOL = 'leader-election';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 export type QueryValue = string | number | boolean | null | undefined;
@@ -149,11 +164,20 @@ export async function* jsonLines(
 }
 
 type AnyAgent = http.Agent | https.Agent;
-const agents = new WeakMap<RestConfig, AnyAgent>();
+const agents = new WeakMap<RestConfig, Map<string, AnyAgent>>();
 
-/** The keep-alive agent shared by every transport of `config`. */
-export function agentFor(config: RestConfig, maxSockets = DEFAULT_MAX_SOCKETS): AnyAgent {
-  let agent = agents.get(config);
+/** The keep-alive agent of `pool`, shared by every transport of `config` that uses that pool. */
+export function agentFor(
+  config: RestConfig,
+  maxSockets = DEFAULT_MAX_SOCKETS,
+  pool: string = DEFAULT_POOL,
+): AnyAgent {
+  let pools = agents.get(config);
+  if (!pools) {
+    pools = new Map();
+    agents.set(config, pools);
+  }
+  let agent = pools.get(pool);
   if (!agent) {
     const opts: http.AgentOptions = {
       keepAlive: true,
@@ -162,7 +186,7 @@ export function agentFor(config: RestConfig, maxSockets = DEFAULT_MAX_SOCKETS): 
       maxFreeSockets: 16,
     };
     agent = config.server.startsWith('https:') ? new https.Agent(opts) : new http.Agent(opts);
-    agents.set(config, agent);
+    pools.set(pool, agent);
   }
   return agent;
 }
@@ -191,7 +215,7 @@ export class HttpTransport {
 
   constructor(config: RestConfig, opts: TransportOptions = {}) {
     this.config = config;
-    this.agent = agentFor(config, opts.maxSockets);
+    this.agent = agentFor(config, opts.maxSockets, opts.connectionPool);
     this.#userAgent = opts.userAgent ?? USER_AGENT;
     this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#onRequest = opts.onRequest;
@@ -241,7 +265,7 @@ export class HttpTransport {
     return this.#stream(path, signal, opts.timeoutMs);
   }
 
-  /** Destroys the shared agent's sockets (of every client using this config). */
+  /** Destroys the pool's sockets (of every client using this config and pool). */
   close(): void {
     this.agent.destroy();
   }

@@ -11,11 +11,13 @@ export * from './errors.ts';
 export {
   agentFor,
   buildQuery,
+  DEFAULT_POOL,
   type HttpMethod,
   type HttpRequest,
   HttpTransport,
   JsonLineDecoder,
   jsonLines,
+  LEADER_ELECTION_POOL,
   type Query,
   type QueryValue,
   type RequestMetric,

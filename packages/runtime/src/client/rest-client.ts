@@ -16,6 +16,8 @@ export interface ClientOptions {
   onRequest?: (metric: RequestMetric) => void;
   /** Connection limit of the config's shared keep-alive agent; each open watch holds one. Defaults to 100. */
   maxSockets?: number;
+  /** The config's connection pool to use (see TransportOptions.connectionPool). Default 'default'. */
+  connectionPool?: string;
 }
 
 /** metav1.APIResource, as listed by discovery. */
@@ -113,6 +115,7 @@ export class RestClient implements Client {
       timeoutMs: opts.timeoutMs,
       onRequest: opts.onRequest,
       maxSockets: opts.maxSockets,
+      connectionPool: opts.connectionPool,
     });
   }
 

@@ -1,19 +1,35 @@
 /**
- * Leader election with client-go's semantics (k8s.io/client-go/tools/leaderelection).
+ * Leader election on a coordination.k8s.io/v1 Lease, with client-go's protocol
+ * (k8s.io/client-go/tools/leaderelection) and a stricter leader side, so that two candidates can never
+ * lead at the same moment (given clocks that tick at about the same rate).
  *
- * - A candidate acquires the lock when nobody holds it (holderIdentity '') or the holder's lease has
- *   expired. Expiry is judged by THIS process's clock: the record counts as renewed when we observe it
- *   change (any field), and it expires `leaseDurationSeconds` after that observation. Timestamps
- *   written by other processes are never compared with our clock, so clock skew between replicas does
- *   not matter (only the rate at which clocks tick).
+ * All durations are measured on a monotonic clock (`performance.now()` by default): a changed system
+ * time neither expires nor extends a lease. Timestamps written into the Lease (acquireTime, renewTime)
+ * come from the wall clock and are informational: no candidate compares them with its own clock.
+ *
+ * - Followers (client-go's semantics): a candidate acquires the lock when nobody holds it
+ *   (holderIdentity '') or the holder's lease has expired. The record counts as renewed when this
+ *   candidate observes it change (any field), and expires `leaseDurationSeconds` after that
+ *   observation (client-go's observedTime, on the follower's local clock, not the lease's renewTime).
+ *   Candidates try every `retryPeriod`; one that sees a foreign lease also wakes up exactly when it is
+ *   due to expire, so a takeover happens at most `leaseDuration + retryPeriod` after the holder's last
+ *   renewal was written (plus request latency). A released Lease (holderIdentity '') is taken over at
+ *   the follower's next try, so within `retryPeriod`.
  * - Every write is optimistic: the Lease is created if missing, otherwise updated with the
- *   resourceVersion we last read; a conflict just means "try again at the next retry".
- * - Candidates try every `retryPeriod`; one that sees a foreign lease also wakes up exactly when that
- *   lease is due to expire, so a takeover happens at most `leaseDuration + retryPeriod` after the
- *   holder's last renewal was written (plus request latency).
- * - The leader renews every `retryPeriod`. A renewal round retries every `retryPeriod` until
- *   `renewDeadline` has passed since the round began; then leadership is lost (onStoppedLeading).
- *   Because renewDeadline < leaseDuration, a leader gives up before anyone else may take over.
+ *   resourceVersion last read; a conflict just means "try again at the next retry". So a follower's
+ *   takeover succeeds only if the Lease did not change since it read it.
+ * - The leader (stricter than client-go): it leads until `renewDeadline` after the START of its last
+ *   successful acquire or renewal, and not a moment longer. Renewals are attempted every
+ *   `retryPeriod` (counted from the start of the last successful one), each bounded by that deadline.
+ *   A leader that reads the Lease and finds it held by another candidate steps down at once instead
+ *   of retrying until the deadline. `isLeader()` compares the clock with the deadline on every call,
+ *   so after a process stall it answers false before any timer has run; the `leading` signal aborts
+ *   from a timer at the deadline (late only by as much as the event loop was blocked, during which
+ *   this process ran nothing else either).
+ *   Why that cannot overlap: a follower first observes a renewal after it was written, which is
+ *   after the leader sent it, and waits a full leaseDuration from that observation; the leader stops
+ *   renewDeadline after sending it, and validation demands renewDeadline + retryPeriod + a 5 %
+ *   clock-rate margin < leaseDuration.
  * - On cancellation with `releaseOnCancel`, the leader writes holderIdentity '' and
  *   leaseDurationSeconds 1, so that another candidate takes over at its next try instead of waiting
  *   for the lease to expire.
@@ -21,7 +37,7 @@
  */
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
-import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
+import { type Clock, monotonicClock, sleep, type TimerHandle } from '../util/clock.ts';
 import type { LeaderElectionRecord, ResourceLock } from './lease-lock.ts';
 
 export const DEFAULT_LEASE_DURATION_MS = 15_000;
@@ -29,16 +45,19 @@ export const DEFAULT_RENEW_DEADLINE_MS = 10_000;
 export const DEFAULT_RETRY_PERIOD_MS = 2_000;
 /** client-go's JitterFactor: renewDeadline must exceed retryPeriod times this. */
 export const JITTER_FACTOR = 1.2;
+/** Share of leaseDuration kept free for clocks that tick at different rates and late timers: 5 %. */
+export const CLOCK_SKEW_MARGIN_FACTOR = 0.05;
 
 export interface LeaderCallbacks {
   /**
-   * This candidate became the leader. `signal` aborts when leadership ends (lost, released, or the
-   * elector cancelled). May be async; its result is not awaited and its errors are only logged.
+   * This candidate became the leader. `signal` aborts when leadership ends: renewDeadline after the
+   * last successful renewal at the latest, at once when another holder is observed, or when the
+   * elector is cancelled. May be async; its result is not awaited and its errors are only logged.
    */
   onStartedLeading?: (signal: AbortSignal) => void | Promise<void>;
   /**
-   * Leadership ended: renewal failed for renewDeadline, or the elector was cancelled (after the lease
-   * was released when `releaseOnCancel`). Only called after onStartedLeading.
+   * Leadership ended: not renewed within renewDeadline, taken over, or the elector was cancelled
+   * (after the lease was released when `releaseOnCancel`). Only called after onStartedLeading.
    */
   onStoppedLeading?: () => void;
   /** A (different) holder was observed, including this candidate itself when it acquires. */
@@ -49,18 +68,35 @@ export interface LeaderElectorOptions extends LeaderCallbacks {
   lock: ResourceLock;
   /** How long a lease is valid without renewal; non-leaders wait this long to take over. Default 15 s. */
   leaseDurationMs?: number;
-  /** How long the leader keeps retrying a renewal before it gives up leadership. Default 10 s. */
+  /** How long after its last successful renewal the leader leads at most. Default 10 s. */
   renewDeadlineMs?: number;
   /** Wait between attempts (acquiring and renewing). Default 2 s. */
   retryPeriodMs?: number;
-  /** Release the lease when cancelled while leading, so another candidate takes over at once. Default false. */
+  /** Release the lease when cancelled while leading, so another candidate takes over at its next try. */
   releaseOnCancel?: boolean;
   /** Names the lease in metrics (leader_election_master_status{name}). Default: the lock's description. */
   name?: string;
   /** Called with true on becoming leader and false when leadership ends (e.g. MetricsRegistry.setLeader). */
   onLeaderStatus?: (name: string, isLeader: boolean) => void;
+  /** Timers and elapsed time (lease expiry, the renew deadline). Default: the monotonic clock. */
   clock?: Clock;
+  /**
+   * Epoch milliseconds for the acquireTime / renewTime written into the Lease (informational only).
+   * Default: `clock.now()` when a clock is given (a FakeClock in tests), else Date.now().
+   */
+  wallClock?: () => number;
   logger?: Logger;
+}
+
+/** Leader election timings that are invalid or could let two candidates lead at once. */
+export class LeaderElectionConfigError extends RangeError {
+  /** The option names at fault, e.g. ['renewDeadlineMs', 'retryPeriodMs', 'leaseDurationMs']. */
+  readonly fields: readonly string[];
+  constructor(message: string, fields: readonly string[]) {
+    super(message);
+    this.name = 'LeaderElectionConfigError';
+    this.fields = [...fields];
+  }
 }
 
 /** hostname + '_' + a random UUID: unique per process, and tells which pod holds the lease. */
@@ -68,16 +104,38 @@ export function defaultIdentity(): string {
   return `${hostname()}_${crypto.randomUUID()}`;
 }
 
-/** Throws on a configuration client-go would reject. */
+/** The margin validation keeps between renewDeadline + retryPeriod and leaseDuration. */
+export function clockSkewMarginMs(leaseMs: number): number {
+  return Math.ceil(leaseMs * CLOCK_SKEW_MARGIN_FACTOR);
+}
+
+/**
+ * Throws a LeaderElectionConfigError on timings client-go would reject, and on timings where
+ * renewDeadline + retryPeriod + the clock-skew margin is not below leaseDuration.
+ */
 export function validateLeaderElectionTimings(leaseMs: number, renewMs: number, retryMs: number): void {
-  if (!(leaseMs > 0 && renewMs > 0 && retryMs > 0)) {
-    throw new RangeError('leader election: leaseDuration, renewDeadline and retryPeriod must be positive');
-  }
-  if (!(leaseMs > renewMs)) {
-    throw new RangeError('leader election: leaseDuration must be greater than renewDeadline');
+  const given = { leaseDurationMs: leaseMs, renewDeadlineMs: renewMs, retryPeriodMs: retryMs };
+  const bad = Object.entries(given)
+    .filter(([, v]) => !(Number.isFinite(v) && v > 0))
+    .map(([k]) => k);
+  if (bad.length > 0) {
+    throw new LeaderElectionConfigError(
+      `leader election: ${bad.join(', ')} must be a positive number of milliseconds`,
+      bad,
+    );
   }
   if (!(renewMs > JITTER_FACTOR * retryMs)) {
-    throw new RangeError(`leader election: renewDeadline must be greater than retryPeriod*${JITTER_FACTOR}`);
+    throw new LeaderElectionConfigError(
+      `leader election: renewDeadlineMs (${renewMs}) must be greater than retryPeriodMs (${retryMs}) * ${JITTER_FACTOR}: raise renewDeadlineMs or lower retryPeriodMs`,
+      ['renewDeadlineMs', 'retryPeriodMs'],
+    );
+  }
+  const margin = clockSkewMarginMs(leaseMs);
+  if (!(renewMs + retryMs + margin < leaseMs)) {
+    throw new LeaderElectionConfigError(
+      `leader election: renewDeadlineMs (${renewMs}) + retryPeriodMs (${retryMs}) + a clock-skew margin of ${margin} ms (5% of leaseDurationMs) must be less than leaseDurationMs (${leaseMs}), or two replicas could lead at once: lower renewDeadlineMs or retryPeriodMs, or raise leaseDurationMs`,
+      ['renewDeadlineMs', 'retryPeriodMs', 'leaseDurationMs'],
+    );
   }
 }
 
@@ -89,6 +147,15 @@ function recordKey(r: LeaderElectionRecord): string {
     r.renewTime,
     r.leaseTransitions,
   ]);
+}
+
+/** One attempt's result: written; failed (retry); or the lease is validly held by someone else. */
+type Attempt = 'ok' | 'failed' | 'held';
+
+/** One period of leadership. */
+interface Term {
+  ctl: AbortController;
+  outcome?: 'cancelled' | 'lost';
 }
 
 /**
@@ -105,6 +172,7 @@ export class LeaderElector {
   readonly #callbacks: LeaderCallbacks;
   readonly #onLeaderStatus: ((name: string, isLeader: boolean) => void) | undefined;
   readonly #clock: Clock;
+  readonly #wallClock: () => number;
   readonly #log: Logger | undefined;
 
   #observedRecord: LeaderElectionRecord | undefined;
@@ -112,7 +180,10 @@ export class LeaderElector {
   /** Our clock's time when #observedRecord was seen to change. */
   #observedTime = 0;
   #reportedLeader = '';
-  #leading = false;
+  /** The current term while leading. */
+  #term: Term | undefined;
+  /** While leading: the clock time at which leadership ends unless renewed before. */
+  #leadingUntil = Number.NEGATIVE_INFINITY;
   #running = false;
 
   constructor(opts: LeaderElectorOptions) {
@@ -129,7 +200,9 @@ export class LeaderElector {
       ...(opts.onNewLeader ? { onNewLeader: opts.onNewLeader } : {}),
     };
     this.#onLeaderStatus = opts.onLeaderStatus;
-    this.#clock = opts.clock ?? realClock;
+    const clock = opts.clock;
+    this.#clock = clock ?? monotonicClock;
+    this.#wallClock = opts.wallClock ?? (clock ? () => clock.now() : Date.now);
     this.#log = opts.logger?.child({ lease: this.lock.describe(), identity: this.lock.identity });
   }
 
@@ -137,9 +210,19 @@ export class LeaderElector {
     return this.lock.identity;
   }
 
-  /** True while this candidate leads: between onStartedLeading and onStoppedLeading. */
+  /**
+   * True while this candidate leads. Computed from the clock on every call: false from the moment
+   * renewDeadline has passed since the last successful renewal, even before the timer that aborts
+   * the `leading` signal has run (e.g. right after the event loop was blocked).
+   */
   isLeader(): boolean {
-    return this.#leading && this.#observedRecord?.holderIdentity === this.lock.identity;
+    const term = this.#term;
+    return (
+      term !== undefined &&
+      !term.ctl.signal.aborted &&
+      this.#clock.now() < this.#leadingUntil &&
+      this.#observedRecord?.holderIdentity === this.lock.identity
+    );
   }
 
   /** The holder last observed ('' if none or released). */
@@ -156,26 +239,18 @@ export class LeaderElector {
 
   /**
    * Campaigns, leads, and returns when leadership has ended (or `signal` aborted before it began).
-   * Resolves with how it ended: 'cancelled' (signal aborted; released if releaseOnCancel) or 'lost'.
+   * Resolves with how it ended: 'cancelled' (signal aborted; released if releaseOnCancel) or 'lost'
+   * (not renewed within renewDeadline, or taken over).
    */
   async run(signal: AbortSignal): Promise<'cancelled' | 'lost'> {
     if (this.#running) throw new Error(`leader elector ${this.name}: already running`);
     this.#running = true;
     this.#reportStatus(false);
     try {
-      if (!(await this.#acquire(signal))) return 'cancelled';
-      const leading = new AbortController();
-      this.#leading = true;
-      this.#reportStatus(true);
-      this.#log?.info('became leader');
-      this.#startLeading(leading.signal);
-      const outcome = await this.#renewLoop(signal);
-      leading.abort();
-      if (outcome === 'lost')
-        this.#log?.error({ renewDeadlineMs: this.renewDeadlineMs }, 'leader election lost');
-      else if (this.releaseOnCancel) await this.release();
-      this.#leading = false;
-      this.#reportStatus(false);
+      const acquiredAt = await this.#acquire(signal);
+      if (acquiredAt === undefined) return 'cancelled';
+      const outcome = await this.#lead(acquiredAt, signal);
+      if (outcome === 'cancelled' && this.releaseOnCancel) await this.release();
       try {
         this.#callbacks.onStoppedLeading?.();
       } catch (err) {
@@ -183,8 +258,51 @@ export class LeaderElector {
       }
       return outcome;
     } finally {
-      this.#leading = false;
+      this.#term = undefined;
+      this.#leadingUntil = Number.NEGATIVE_INFINITY;
       this.#running = false;
+    }
+  }
+
+  /** One term: from acquisition (an attempt that began at `acquiredAt`) until it ends. */
+  async #lead(acquiredAt: number, signal: AbortSignal): Promise<'cancelled' | 'lost'> {
+    const term: Term = { ctl: new AbortController() };
+    this.#term = term;
+    let deadline: TimerHandle | undefined;
+    const extend = (renewedAt: number): void => {
+      this.#leadingUntil = renewedAt + this.renewDeadlineMs;
+      if (deadline !== undefined) this.#clock.clearTimeout(deadline);
+      deadline = this.#clock.setTimeout(
+        () => this.#endTerm(term, 'lost', `not renewed within renewDeadlineMs (${this.renewDeadlineMs})`),
+        this.#leadingUntil - this.#clock.now(),
+      );
+    };
+    const onCancel = (): void => this.#endTerm(term, 'cancelled', 'leader election cancelled');
+    extend(acquiredAt);
+    this.#reportStatus(true);
+    this.#log?.info('became leader');
+    this.#startLeading(term.ctl.signal);
+    signal.addEventListener('abort', onCancel, { once: true });
+    if (signal.aborted) onCancel();
+    try {
+      await this.#renewLoop(acquiredAt, term, extend);
+    } finally {
+      signal.removeEventListener('abort', onCancel);
+      if (deadline !== undefined) this.#clock.clearTimeout(deadline);
+      this.#endTerm(term, 'lost', 'renewal loop ended');
+    }
+    return term.outcome ?? 'lost';
+  }
+
+  /** Ends `term` at once (idempotent): aborts `leading`, reports not leading. */
+  #endTerm(term: Term, outcome: 'cancelled' | 'lost', why: string): void {
+    if (term.outcome !== undefined) return;
+    term.outcome = outcome;
+    if (this.#term === term) this.#leadingUntil = Number.NEGATIVE_INFINITY;
+    term.ctl.abort(new Error(`leadership of lease ${this.lock.describe()} ended: ${why}`));
+    this.#reportStatus(false);
+    if (outcome === 'lost') {
+      this.#log?.error({ renewDeadlineMs: this.renewDeadlineMs, reason: why }, 'leader election lost');
     }
   }
 
@@ -200,17 +318,20 @@ export class LeaderElector {
     }
   }
 
-  /** Tries until acquired (true) or cancelled (false). */
-  async #acquire(signal: AbortSignal): Promise<boolean> {
+  /**
+   * Tries until acquired or cancelled (undefined). Resolves with the clock time at which the
+   * successful attempt began: the lease counts as renewed from then, not from when the answer came.
+   */
+  async #acquire(signal: AbortSignal): Promise<number | undefined> {
     this.#log?.info('attempting to acquire leader lease');
     for (;;) {
-      if (signal.aborted) return false;
-      const acquired = await this.#tryAcquireOrRenew(signal);
-      this.#maybeReportTransition();
-      if (signal.aborted) return false;
-      if (acquired) {
+      if (signal.aborted) return undefined;
+      const start = this.#clock.now();
+      const result = await this.#boundedAttempt(start, signal);
+      if (signal.aborted) return undefined;
+      if (result === 'ok') {
         this.#log?.info('successfully acquired lease');
-        return true;
+        return start;
       }
       // Wake up at the next retry, or exactly when the observed lease expires if that is sooner.
       let wait = this.retryPeriodMs;
@@ -219,47 +340,75 @@ export class LeaderElector {
         const expiresIn = this.#observedTime + record.leaseDurationSeconds * 1000 - this.#clock.now();
         if (expiresIn >= 0 && expiresIn < wait) wait = expiresIn;
       }
-      if (!(await sleep(wait, signal, this.#clock))) return false;
+      if (!(await sleep(wait, signal, this.#clock))) return undefined;
     }
   }
 
-  /** Renews until a round fails for renewDeadline ('lost') or `signal` aborts ('cancelled'). */
-  async #renewLoop(signal: AbortSignal): Promise<'cancelled' | 'lost'> {
+  /**
+   * Renews until the term ends. Attempts begin a retryPeriod after the start of the last successful
+   * one (and a retryPeriod apart while failing); the term's deadline timer ends it meanwhile.
+   */
+  async #renewLoop(acquiredAt: number, term: Term, extend: (renewedAt: number) => void): Promise<void> {
+    const stop = term.ctl.signal;
+    let next = acquiredAt + this.retryPeriodMs;
     for (;;) {
-      // The lease was just acquired or renewed: the next round begins a retryPeriod later.
-      if (!(await sleep(this.retryPeriodMs, signal, this.#clock))) return 'cancelled';
-      const round = new AbortController();
-      const timer: TimerHandle = this.#clock.setTimeout(
-        () => round.abort(new Error(`renewal did not succeed within ${this.renewDeadlineMs} ms`)),
-        this.renewDeadlineMs,
-      );
-      const onAbort = (): void => round.abort(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      let renewed = false;
-      try {
-        for (;;) {
-          renewed = await this.#tryAcquireOrRenew(round.signal);
-          this.#maybeReportTransition();
-          if (renewed || round.signal.aborted) break;
-          if (!(await sleep(this.retryPeriodMs, round.signal, this.#clock))) break;
-        }
-      } finally {
-        this.#clock.clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
+      if (!(await sleep(next - this.#clock.now(), stop, this.#clock))) return;
+      const start = this.#clock.now();
+      // After a stall the deadline timer may not have run yet: the deadline holds regardless.
+      if (start >= this.#leadingUntil) {
+        this.#endTerm(term, 'lost', `not renewed within renewDeadlineMs (${this.renewDeadlineMs})`);
+        return;
       }
-      if (signal.aborted) return 'cancelled';
-      if (!renewed) return 'lost';
+      const result = await this.#boundedAttempt(start, stop);
+      if (stop.aborted) return;
+      if (result === 'held') {
+        this.#endTerm(term, 'lost', `the lease is held by ${this.getLeader()}`);
+        return;
+      }
+      if (result === 'ok') {
+        if (this.#clock.now() >= this.#leadingUntil) {
+          // Answered after the deadline passed (a stall): the term is over, however the write went.
+          this.#endTerm(term, 'lost', `not renewed within renewDeadlineMs (${this.renewDeadlineMs})`);
+          return;
+        }
+        extend(start);
+      }
+      this.#maybeReportTransition();
+      next = start + this.retryPeriodMs;
     }
   }
 
-  /** One attempt (client-go's tryAcquireOrRenew). Never throws. */
-  async #tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
-    const now = this.#clock.now();
+  /**
+   * One attempt, its requests aborted with `signal` or after max(renewDeadline / 2, 1 s) (client-go's
+   * NewFromKubeconfig timeout: one hung request must not use up the whole renew deadline).
+   */
+  async #boundedAttempt(start: number, signal: AbortSignal): Promise<Attempt> {
+    const ctl = new AbortController();
+    const ms = Math.min(this.renewDeadlineMs, Math.max(this.renewDeadlineMs / 2, 1_000));
+    const timer = this.#clock.setTimeout(
+      () => ctl.abort(new Error(`lease request timed out after ${ms} ms`)),
+      ms,
+    );
+    const onAbort = (): void => ctl.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const result = await this.#tryAcquireOrRenew(start, ctl.signal);
+      this.#maybeReportTransition();
+      return result;
+    } finally {
+      this.#clock.clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** One attempt (client-go's tryAcquireOrRenew), begun at `now` by our clock. Never throws. */
+  async #tryAcquireOrRenew(now: number, signal: AbortSignal): Promise<Attempt> {
+    const wallNow = this.#wallClock();
     const record: LeaderElectionRecord = {
       holderIdentity: this.lock.identity,
       leaseDurationSeconds: Math.max(1, Math.ceil(this.leaseDurationMs / 1000)),
-      renewTime: now,
-      acquireTime: now,
+      renewTime: wallNow,
+      acquireTime: wallNow,
       leaseTransitions: 0,
     };
 
@@ -274,9 +423,9 @@ export class LeaderElector {
       try {
         await this.lock.update(renewal, signal);
         this.#setObserved(renewal, now);
-        return true;
+        return 'ok';
       } catch (err) {
-        if (signal.aborted) return false;
+        if (signal.aborted) return 'failed';
         this.#log?.debug({ err }, 'fast-path renewal failed, re-reading the lease');
       }
     }
@@ -287,17 +436,17 @@ export class LeaderElector {
       old = await this.lock.get(signal);
     } catch (err) {
       this.#logAttemptError(err, signal, 'error retrieving lease');
-      return false;
+      return 'failed';
     }
     if (old === undefined) {
       try {
         await this.lock.create(record, signal);
       } catch (err) {
         this.#logAttemptError(err, signal, 'error initially creating lease');
-        return false;
+        return 'failed';
       }
       this.#setObserved(record, this.#clock.now());
-      return true;
+      return 'ok';
     }
 
     // 2. The record exists: note whether it changed, and respect a valid foreign lease.
@@ -307,7 +456,7 @@ export class LeaderElector {
         { holder: old.holderIdentity },
         'lease is held by another candidate and has not expired',
       );
-      return false;
+      return 'held';
     }
 
     // 3. Take it over or renew it.
@@ -321,10 +470,10 @@ export class LeaderElector {
       await this.lock.update(record, signal);
     } catch (err) {
       this.#logAttemptError(err, signal, 'failed to update lease');
-      return false;
+      return 'failed';
     }
     this.#setObserved(record, this.#clock.now());
-    return true;
+    return 'ok';
   }
 
   /**
@@ -345,7 +494,7 @@ export class LeaderElector {
         this.#log?.info('lease no longer held by us, nothing to release');
         return true;
       }
-      const now = this.#clock.now();
+      const now = this.#wallClock();
       const released: LeaderElectionRecord = {
         holderIdentity: '',
         leaseDurationSeconds: 1,

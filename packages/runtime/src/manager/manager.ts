@@ -29,6 +29,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import { loadConfig } from '../client/config.ts';
+import { LEADER_ELECTION_POOL } from '../client/http.ts';
 import { createClient } from '../client/rest-client.ts';
 import type { Client } from '../client/types.ts';
 import { EventRecorder } from '../helpers/events.ts';
@@ -61,7 +62,11 @@ export interface LeaderElectionOptions {
   releaseOnCancel?: boolean;
   /** This candidate's identity. Default hostname + '_' + a random UUID. */
   identity?: string;
-  /** A client for leader election only (e.g. without client-side throttling). Default the manager's. */
+  /**
+   * A client for leader election only. Default: when the manager builds its client from a kubeconfig,
+   * a second client of that config on its own connection pool (LEADER_ELECTION_POOL), so that Lease
+   * renewals never queue behind watches for a socket; with a given `client`, that client.
+   */
   client?: Client;
 }
 
@@ -174,6 +179,8 @@ type Phase = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
 /** Resolved leader election settings. */
 interface LeaderElectionConfig {
   id: string;
+  /** The manager's clock when one was given (tests); otherwise the elector's monotonic clock. */
+  clock?: Clock;
   namespace: string;
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
@@ -266,6 +273,7 @@ export class Manager {
         namespace: le.namespace || init.namespace || init.defaultNamespace || 'default',
         releaseOnCancel: le.releaseOnCancel ?? true,
         client: le.client ?? this.client,
+        ...(init.clock ? { clock: init.clock } : {}),
         ...(le.leaseDurationMs !== undefined ? { leaseDurationMs: le.leaseDurationMs } : {}),
         ...(le.renewDeadlineMs !== undefined ? { renewDeadlineMs: le.renewDeadlineMs } : {}),
         ...(le.retryPeriodMs !== undefined ? { retryPeriodMs: le.retryPeriodMs } : {}),
@@ -464,10 +472,15 @@ export class Manager {
       ...(le.retryPeriodMs !== undefined ? { retryPeriodMs: le.retryPeriodMs } : {}),
       // The manager releases the Lease itself, after the runnables have stopped.
       releaseOnCancel: false,
-      clock: this.clock,
+      ...(le.clock ? { clock: le.clock } : {}),
       logger: this.logger,
       onLeaderStatus: (name, leading) => this.metrics.setLeader(name, leading),
-      onStartedLeading: () => this.#startLeading(),
+      onStartedLeading: (leading) => {
+        // The leader runnables stop the moment leadership ends (the renew deadline passed, or another
+        // holder was seen), not only once the elector's run has returned.
+        leading.addEventListener('abort', () => this.#leaderCtl.abort(leading.reason), { once: true });
+        this.#startLeading();
+      },
       onNewLeader: (identity) => {
         if (identity !== this.identity) this.#log.info({ leader: identity }, 'another replica leads');
       },
@@ -655,21 +668,34 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   let client = opts.client;
   let defaultNamespace: string | undefined;
   let onStopped: (() => void) | undefined;
+  let leaderElection: LeaderElectionOptions | undefined;
   if (!client) {
     const config = await loadConfig({
       ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
       ...(opts.context !== undefined ? { context: opts.context } : {}),
     });
-    const built = createClient(config, {
+    const clientOptions = {
       ...(opts.fieldManager !== undefined ? { fieldManager: opts.fieldManager } : {}),
       onRequest: metrics.restClientObserver(),
-    });
+    };
+    const built = createClient(config, clientOptions);
     client = built;
     defaultNamespace = config.namespace;
-    onStopped = () => built.close();
+    const le = opts.leaderElection;
+    if (le && le.enabled !== false && !le.client) {
+      const leClient = createClient(config, { ...clientOptions, connectionPool: LEADER_ELECTION_POOL });
+      leaderElection = { ...le, client: leClient };
+      onStopped = () => {
+        built.close();
+        leClient.close();
+      };
+    } else {
+      onStopped = () => built.close();
+    }
   }
   const init: ManagerInit = {
     ...opts,
+    ...(leaderElection ? { leaderElection } : {}),
     client,
     metrics,
     ...(defaultNamespace ? { defaultNamespace } : {}),

@@ -59,6 +59,17 @@ export const realClock: Clock = Object.freeze({
   },
 });
 
+/**
+ * The process's monotonic clock: `performance.now()` (never jumps with NTP or a changed system time)
+ * and Node timers (themselves monotonic). For measuring elapsed time, e.g. lease expiry; its `now()`
+ * is not a date.
+ */
+export const monotonicClock: Clock = Object.freeze({
+  now: (): number => performance.now(),
+  setTimeout: (fn: () => void, ms: number): TimerHandle => realClock.setTimeout(fn, ms),
+  clearTimeout: (handle: TimerHandle): void => realClock.clearTimeout(handle),
+});
+
 interface FakeTimer {
   due: number;
   seq: number;

@@ -6,6 +6,8 @@ import { describe, test } from 'node:test';
 import { Leases } from '../../src/api/builtin.ts';
 import type { Client } from '../../src/client/types.ts';
 import {
+  clockSkewMarginMs,
+  LeaderElectionConfigError,
   LeaderElector,
   type LeaderElectorOptions,
   LeaseLock,
@@ -17,7 +19,7 @@ import {
   validateLeaderElectionTimings,
 } from '../../src/leaderelection/index.ts';
 import { conflictError, FakeClient, internalError } from '../../src/testing/index.ts';
-import { FakeClock } from '../../src/util/clock.ts';
+import { type Clock, FakeClock, sleep, type TimerHandle } from '../../src/util/clock.ts';
 
 const T0 = Date.parse('2025-01-01T00:00:00Z');
 const NS = 'kube-system';
@@ -34,11 +36,19 @@ function env(): Env {
   return { clock, fake };
 }
 
-/** A client whose requests fail while `failing` is set (a network partition for one candidate). */
-function partitionable(inner: Client): { client: Client; setFailing(on: boolean): void } {
+/**
+ * A client whose requests fail while `failing` is set (a network partition for one candidate), and
+ * are answered `delay` ms (on `clock`) after they were sent.
+ */
+function partitionable(
+  inner: Client,
+  clock: FakeClock,
+): { client: Client; setFailing(on: boolean): void; setDelay(ms: number): void } {
   let failing = false;
+  let delay = 0;
   const guard = async (): Promise<void> => {
     if (failing) throw internalError('connection refused (simulated partition)');
+    if (delay > 0) await sleep(delay, undefined, clock);
   };
   const client: Client = {
     fieldManager: inner.fieldManager,
@@ -57,6 +67,9 @@ function partitionable(inner: Client): { client: Client; setFailing(on: boolean)
     setFailing: (on) => {
       failing = on;
     },
+    setDelay: (ms) => {
+      delay = ms;
+    },
   };
 }
 
@@ -71,16 +84,17 @@ interface Candidate {
   status: boolean[];
   leadingSignal: AbortSignal | undefined;
   setFailing(on: boolean): void;
+  setDelay(ms: number): void;
 }
 
 function candidate(e: Env, id: string, opts: Partial<LeaderElectorOptions> = {}): Candidate {
-  const { client, setFailing } = partitionable(e.fake);
+  const { client, setFailing, setDelay } = partitionable(e.fake, e.clock);
   const c: Partial<Candidate> & {
     started: number[];
     stopped: number[];
     newLeaders: string[];
     status: boolean[];
-  } = { id, started: [], stopped: [], newLeaders: [], status: [], setFailing };
+  } = { id, started: [], stopped: [], newLeaders: [], status: [], setFailing, setDelay };
   c.elector = new LeaderElector({
     lock: new LeaseLock({ client, namespace: NS, name: LEASE, identity: id }),
     clock: e.clock,
@@ -131,6 +145,29 @@ describe('LeaseLock records', () => {
       leaseDurationSeconds: 0,
       leaseTransitions: 0,
     });
+  });
+
+  test('rejects timings where renewDeadline + retryPeriod + a clock-skew margin reaches leaseDuration', () => {
+    // The issue's timings: two replicas led at once for about a second with them.
+    assert.throws(
+      () => validateLeaderElectionTimings(15_000, 14_000, 2_000),
+      (err: unknown) =>
+        err instanceof LeaderElectionConfigError &&
+        err.fields.join() === 'renewDeadlineMs,retryPeriodMs,leaseDurationMs' &&
+        /renewDeadlineMs \(14000\) \+ retryPeriodMs \(2000\) \+ a clock-skew margin of 750 ms/.test(
+          err.message,
+        ) &&
+        /lower renewDeadlineMs or retryPeriodMs, or raise leaseDurationMs/.test(err.message),
+    );
+    assert.throws(() => validateLeaderElectionTimings(15_000, 12_300, 2_000), LeaderElectionConfigError);
+    assert.equal(clockSkewMarginMs(15_000), 750);
+    validateLeaderElectionTimings(15_000, 12_000, 2_000);
+    validateLeaderElectionTimings(15_000, 10_000, 2_000); // the defaults
+    assert.throws(
+      () => validateLeaderElectionTimings(15_000, Number.NaN, -1),
+      (err: unknown) =>
+        err instanceof LeaderElectionConfigError && err.fields.join() === 'renewDeadlineMs,retryPeriodMs',
+    );
   });
 
   test('rejects timings client-go would reject', () => {
@@ -305,7 +342,7 @@ describe('LeaderElector', () => {
     await a.run;
   });
 
-  test('loses leadership when renewals fail for renewDeadline', async () => {
+  test('leads until renewDeadline after its last successful renewal began, not a retryPeriod longer', async () => {
     const e = env();
     const a = candidate(e, 'a');
     await e.clock.advanceAsync(0);
@@ -313,18 +350,34 @@ describe('LeaderElector', () => {
     const lastRenew = e.clock.now();
     a.setFailing(true);
 
-    // The next round begins at +6 s and retries every 2 s until renewDeadline (10 s) has passed.
-    await e.clock.advanceAsync(2_000 + 10_000 - 100);
+    // Retries at +6, +8, +10, +12 s fail; leadership ends renewDeadline (10 s) after the +4 s renewal.
+    await e.clock.advanceAsync(10_000 - 1);
     assert.equal(a.elector.isLeader(), true);
     assert.deepEqual(a.stopped, []);
-    await e.clock.advanceAsync(100);
-    assert.equal(await a.run, 'lost');
-    assert.deepEqual(a.stopped, [lastRenew + 2_000 + 10_000]);
+    await e.clock.advanceAsync(1);
     assert.equal(a.elector.isLeader(), false);
     assert.equal(a.leadingSignal?.aborted, true);
+    assert.equal(await a.run, 'lost');
+    assert.deepEqual(a.stopped, [lastRenew + 10_000]);
     assert.equal(a.status.at(-1), false);
-    // It gave up before the lease could expire for anyone else (renewDeadline < leaseDuration).
-    assert.ok(a.stopped[0]! < lastRenew + 15_000);
+  });
+
+  test('the deadline counts from when a renewal was sent, not from when its answer came', async () => {
+    const e = env();
+    const a = candidate(e, 'a');
+    await e.clock.advanceAsync(0);
+    // The renewal sent at +2 s is answered (successfully) only at +5 s; later ones fail.
+    a.setDelay(3_000);
+    await e.clock.advanceAsync(2_000);
+    a.setDelay(0);
+    a.setFailing(true);
+    await e.clock.advanceAsync(3_000);
+    assert.equal(lease(e).spec?.renewTime, toMicroTime(T0 + 2_000));
+    assert.equal(a.elector.isLeader(), true);
+    const stoppedAt = await advanceUntil(e, () => a.stopped.length > 0, 20_000, 100);
+    assert.equal(stoppedAt, T0 + 2_000 + 10_000);
+    assert.deepEqual(a.stopped, [T0 + 2_000 + 10_000]);
+    assert.equal(await a.run, 'lost');
   });
 
   test('keeps leadership through failures shorter than renewDeadline', async () => {
@@ -332,7 +385,7 @@ describe('LeaderElector', () => {
     const a = candidate(e, 'a');
     await e.clock.advanceAsync(0);
     a.setFailing(true);
-    await e.clock.advanceAsync(8_000);
+    await e.clock.advanceAsync(6_000); // +2, +4, +6 s fail; +8 s succeeds, before the +10 s deadline
     a.setFailing(false);
     await e.clock.advanceAsync(10_000);
     assert.equal(a.elector.isLeader(), true);
@@ -359,18 +412,19 @@ describe('LeaderElector', () => {
     await a.run;
   });
 
-  test('a concurrent write by another holder is respected (optimistic concurrency)', async () => {
+  test('a leader that finds the lease held by another steps down at once', async () => {
     const e = env();
     const a = candidate(e, 'a');
     await e.clock.advanceAsync(0);
     // Someone else wrote the lease behind a's back (new resourceVersion): a's update conflicts, a
-    // re-reads, sees a valid foreign lease and stops after renewDeadline.
+    // re-reads, sees a valid foreign lease and stops leading right then, not at renewDeadline.
     e.fake.setStored(LeaseResource, { ...lease(e), spec: { ...lease(e).spec, holderIdentity: 'c' } });
     await e.clock.advanceAsync(2_000);
     assert.equal(a.elector.isLeader(), false, 'no longer the observed holder');
-    assert.equal(lease(e).spec?.holderIdentity, 'c');
-    await e.clock.advanceAsync(10_000);
+    assert.equal(a.leadingSignal?.aborted, true);
     assert.equal(await a.run, 'lost');
+    assert.deepEqual(a.stopped, [T0 + 2_000]);
+    assert.equal(lease(e).spec?.holderIdentity, 'c');
   });
 
   test('two candidates starting together: exactly one wins the create', async () => {
@@ -401,5 +455,132 @@ describe('LeaderElector', () => {
     assert.equal(lease(e).spec?.holderIdentity, 'a');
     a.ctl.abort();
     await a.run;
+  });
+});
+
+/**
+ * A clock whose timers can be held back, as if this process's event loop were blocked: time goes on
+ * (its `now()` is the shared clock's), but nothing of the candidate runs until `resume()`, which then
+ * runs the overdue timers, late, in order.
+ */
+class StallableClock implements Clock {
+  readonly #inner: FakeClock;
+  #stalled = false;
+  #overdue: { fn: () => void; cancelled: boolean }[] = [];
+  readonly #entries = new WeakMap<TimerHandle, { fn: () => void; cancelled: boolean }>();
+
+  constructor(inner: FakeClock) {
+    this.#inner = inner;
+  }
+
+  now(): number {
+    return this.#inner.now();
+  }
+
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const entry = { fn, cancelled: false };
+    const handle = this.#inner.setTimeout(() => {
+      if (this.#stalled) this.#overdue.push(entry);
+      else if (!entry.cancelled) fn();
+    }, ms);
+    this.#entries.set(handle, entry);
+    return handle;
+  }
+
+  clearTimeout(handle: TimerHandle): void {
+    const entry = this.#entries.get(handle);
+    if (entry) entry.cancelled = true;
+    this.#inner.clearTimeout(handle);
+  }
+
+  stall(): void {
+    this.#stalled = true;
+  }
+
+  resume(): void {
+    this.#stalled = false;
+    const overdue = this.#overdue;
+    this.#overdue = [];
+    for (const entry of overdue) if (!entry.cancelled) entry.fn();
+  }
+}
+
+describe('never two leaders', () => {
+  // The tightest timings validation accepts around the issue's 15 s / 14 s / 2 s.
+  const tight = { leaseDurationMs: 15_000, renewDeadlineMs: 12_000, retryPeriodMs: 2_000 };
+
+  test('a partitioned leader stops leading before a follower can take over', async () => {
+    const e = env();
+    const a = candidate(e, 'a', tight);
+    await e.clock.advanceAsync(0);
+    const b = candidate(e, 'b', tight);
+    await e.clock.advanceAsync(4_000);
+    a.setFailing(true);
+    const both: number[] = [];
+    await advanceUntil(
+      e,
+      () => {
+        if (a.elector.isLeader() && b.elector.isLeader()) both.push(e.clock.now());
+        return b.started.length > 0;
+      },
+      30_000,
+      50,
+    );
+    assert.deepEqual(both, [], 'both led at these times');
+    assert.equal(await a.run, 'lost');
+    assert.ok(a.stopped[0]! <= b.started[0]!, `a stopped at ${a.stopped[0]}, b started at ${b.started[0]}`);
+    b.ctl.abort();
+    await b.run;
+  });
+
+  test('a leader whose event loop stalls longer than the lease is not leading when it wakes up', async () => {
+    const e = env();
+    const stallable = new StallableClock(e.clock);
+    const a = candidate(e, 'a', { ...tight, clock: stallable, wallClock: () => e.clock.now() });
+    await e.clock.advanceAsync(0);
+    const b = candidate(e, 'b', tight);
+    await e.clock.advanceAsync(4_000 + 50); // a renewed at +4 s; nothing of a is in flight
+    stallable.stall();
+    const both: number[] = [];
+    const sample = (): void => {
+      if (a.elector.isLeader() && b.elector.isLeader()) both.push(e.clock.now());
+    };
+    // The stall lasts 20 s (> leaseDuration): b takes over meanwhile.
+    for (let i = 0; i < 400; i++) {
+      await e.clock.advanceAsync(50);
+      sample();
+    }
+    assert.ok(b.started.length === 1, 'b took over during the stall');
+    assert.equal(a.leadingSignal?.aborted, false, 'a ran nothing while stalled');
+    assert.equal(a.elector.isLeader(), false, 'a knows its deadline passed before any of its timers ran');
+    stallable.resume();
+    assert.equal(a.leadingSignal?.aborted, true, 'the overdue timers end the term at once');
+    sample();
+    assert.equal(await a.run, 'lost');
+    await e.clock.advanceAsync(10_000);
+    sample();
+    assert.deepEqual(both, [], 'both led at these times');
+    assert.equal(lease(e).spec?.holderIdentity, 'b');
+    assert.equal(b.elector.isLeader(), true);
+    b.ctl.abort();
+    await b.run;
+  });
+
+  test('expiry and deadlines use the elector clock; the wall clock only stamps the Lease', async () => {
+    const e = env();
+    let wall = Date.parse('2030-06-01T00:00:00Z');
+    const a = candidate(e, 'a', { wallClock: () => wall });
+    await e.clock.advanceAsync(0);
+    assert.equal(lease(e).spec?.acquireTime, toMicroTime(wall));
+    // The system time jumps back a day: nothing changes but the stamps.
+    wall -= 86_400_000;
+    await e.clock.advanceAsync(2_000);
+    assert.equal(lease(e).spec?.renewTime, toMicroTime(wall));
+    assert.equal(a.elector.isLeader(), true);
+    a.setFailing(true);
+    await e.clock.advanceAsync(10_000 - 1);
+    assert.equal(a.elector.isLeader(), true);
+    await e.clock.advanceAsync(1);
+    assert.equal(await a.run, 'lost');
   });
 });

@@ -325,9 +325,14 @@ describe('Manager', () => {
     fake.onRequest((req) => {
       if (req.resource === Leases) throw internalError('etcd is down');
     });
-    await clock.advanceAsync(2_000 + 10_000 - 1);
+    // Leadership ends renewDeadline (10 s) after the acquisition, the last successful write.
+    await clock.advanceAsync(10_000 - 1);
     assert.equal(mgr.isLeader(), true, 'still leading until renewDeadline has passed');
-    await clock.advanceAsync(1);
+    assert.equal(ctrl.signal?.aborted, false);
+    clock.advance(1);
+    // The leader runnables are stopped by the deadline timer itself, before anything else runs.
+    assert.equal(ctrl.signal?.aborted, true);
+    assert.equal(mgr.isLeader(), false);
     const err = await outcome;
     assert.ok(err instanceof LeaderElectionLostError);
     assert.equal(err.lease, `${NS}/${LEASE}`);

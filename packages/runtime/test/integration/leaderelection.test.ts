@@ -115,7 +115,7 @@ async function scrape(r: Replica, path: string): Promise<{ status: number; body:
 }
 
 describe('leader election between managers', () => {
-  test('only the leader reconciles; a graceful shutdown hands over at once', {
+  test('only the leader reconciles; after a graceful shutdown another takes over within retryPeriod', {
     timeout: 60_000,
   }, async (t) => {
     const ns = 'le-handover';

@@ -16,7 +16,7 @@ export async function buildManager(): Promise<Manager> {
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
-      releaseOnCancel: true, // hand over at once on a graceful shutdown
+      releaseOnCancel: true, // on a graceful shutdown the next replica takes over within its retryPeriod
     },
   });
   setupGreetingController(mgr);

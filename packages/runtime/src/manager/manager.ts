@@ -18,12 +18,14 @@
  * Graceful shutdown (signal, SIGTERM/SIGINT, a failed runnable): stop the leader runnables (controllers
  * stop taking keys and finish in-flight reconciles), then the other runnables, then the cache, then
  * flush event recorders, all within `gracefulShutdownTimeoutMs`; then release the Lease (if
- * `releaseOnCancel` and everything stopped in time) so another replica takes over at once; then close
+ * `releaseOnCancel` and everything stopped in time) so another replica takes over at its next retry
+ * (within its retryPeriod) instead of after leaseDuration; then close
  * the HTTP servers. `start` resolves, or rejects with the runnable's error / a
  * GracefulShutdownTimeoutError.
- * Lost leadership: everything is aborted at once without a graceful wait (another replica may already
- * be acting, as in controller-runtime) and `start` rejects with LeaderElectionLostError; a binary
- * should then exit non-zero (which an unhandled rejection does).
+ * Lost leadership (renewDeadline after the last successful renewal, or another holder seen): the leader
+ * runnables are aborted in the same callback that ends the term, then everything else without a
+ * graceful wait (another replica may take over soon, as in controller-runtime), and `start` rejects
+ * with LeaderElectionLostError; a binary should then exit non-zero (which an unhandled rejection does).
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
@@ -51,13 +53,17 @@ export interface LeaderElectionOptions {
   namespace?: string;
   /** Default 15 s. */
   leaseDurationMs?: number;
-  /** Default 10 s. */
+  /**
+   * How long after its last successful renewal the leader leads at most. Default 10 s.
+   * renewDeadlineMs + retryPeriodMs + 5 % of leaseDurationMs must be below leaseDurationMs.
+   */
   renewDeadlineMs?: number;
   /** Default 2 s. */
   retryPeriodMs?: number;
   /**
-   * Release the Lease on a graceful shutdown, so that another replica takes over at once instead of
-   * after leaseDuration. Only safe when the process exits right after `start` returns. Default true.
+   * Release the Lease on a graceful shutdown, so that another replica takes over at its next retry
+   * (within its retryPeriod) instead of after leaseDuration. Only safe when the process exits right
+   * after `start` returns. Default true.
    */
   releaseOnCancel?: boolean;
   /** This candidate's identity. Default hostname + '_' + a random UUID. */

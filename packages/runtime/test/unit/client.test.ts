@@ -9,12 +9,14 @@ import { after, before, describe, test } from 'node:test';
 import { ConfigMaps, Deployments, Namespaces } from '../../src/api/builtin.ts';
 import {
   AlreadyExistsError,
+  agentFor,
   BadRequestError,
   buildQuery,
   ConfigError,
   ConflictError,
   ConnectionError,
   createClient,
+  DEFAULT_POOL,
   deleteBody,
   errorFromStatus,
   ForbiddenError,
@@ -23,6 +25,7 @@ import {
   InvalidError,
   JsonLineDecoder,
   jsonLines,
+  LEADER_ELECTION_POOL,
   listQuery,
   loadConfig,
   NotFoundError,
@@ -794,6 +797,49 @@ describe('401 Unauthorized: one retry with fresh credentials', () => {
       assert.deepEqual(seen, ['Bearer revoked']);
     } finally {
       client.close();
+    }
+  });
+});
+
+describe('connection pools', () => {
+  test('a request on its own pool does not wait behind watches that hold every socket of the shared one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'opkit-pools-'));
+    const open: http.ServerResponse[] = [];
+    const fake = await fakeServer(dir, (req, res) => {
+      if (req.url?.includes('watch=1')) {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a' } } })}\n`);
+        open.push(res);
+      } else json(res, 200, { kind: 'Lease', metadata: { name: 'l' } });
+    });
+    const shared = createClient(fake.config, { maxSockets: 1 });
+    const own = createClient(fake.config, { connectionPool: LEADER_ELECTION_POOL });
+    const watching = new AbortController();
+    try {
+      assert.equal(agentFor(fake.config), shared.transport.agent);
+      assert.equal(agentFor(fake.config, undefined, DEFAULT_POOL), shared.transport.agent);
+      assert.equal(agentFor(fake.config, undefined, LEADER_ELECTION_POOL), own.transport.agent);
+      assert.notEqual(own.transport.agent, shared.transport.agent);
+      const events = shared.watch(ConfigMaps, { signal: watching.signal })[Symbol.asyncIterator]();
+      await events.next(); // the watch holds the shared pool's only socket
+      await assert.rejects(
+        shared.transport.request({ method: 'GET', path: '/api/v1/namespaces', timeoutMs: 300 }),
+        RequestTimeoutError,
+      );
+      const got = await own.transport.request<{ kind: string }>({
+        method: 'GET',
+        path: '/apis/coordination.k8s.io/v1/namespaces/ns/leases/l',
+        timeoutMs: 5_000,
+      });
+      assert.equal(got.kind, 'Lease');
+    } finally {
+      watching.abort();
+      for (const res of open) res.end();
+      shared.close();
+      own.close();
+      await new Promise<void>((resolve) => fake.server.close(() => resolve()));
+      for (const s of fake.sockets) s.destroy();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -27,153 +27,24 @@
  * graceful wait (another replica may take over soon, as in controller-runtime), and `start` rejects
  * with LeaderElectionLostError; a binary should then exit non-zero (which an unhandled rejection does).
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { Cache, type CacheOptions } from '../cache/cache.ts';
-import { loadConfig } from '../client/config.ts';
-import { LEADER_ELECTION_POOL } from '../client/http.ts';
-import { createClient } from '../client/rest-client.ts';
+import { Cache } from '../cache/cache.ts';
 import type { Client } from '../client/types.ts';
 import { EventRecorder } from '../helpers/events.ts';
-import { defaultIdentity, LeaderElector } from '../leaderelection/leader-elector.ts';
-import { LeaseLock } from '../leaderelection/lease-lock.ts';
+import { defaultIdentity, type LeaderElector } from '../leaderelection/leader-elector.ts';
 import { createLogger } from '../log/logger.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
 import { type Clock, realClock } from '../util/clock.ts';
+import { Endpoints } from './endpoints.ts';
+import { CacheSyncTimeoutError, GracefulShutdownTimeoutError, LeaderElectionLostError } from './errors.ts';
 import { type Checker, HealthChecks } from './health.ts';
+import { createManagerElector, type LeaderElectionConfig, resolveLeaderElection } from './leader-election.ts';
+import type { ManagerInit, StartOptions } from './options.ts';
 import type { Runnable } from './runnable.ts';
-import { type BindAddress, closeServer, listen, parseBindAddress, sendText } from './server.ts';
+import { parseBindAddress } from './server.ts';
 
-export interface LeaderElectionOptions {
-  /** Default true when the leaderElection object is given. */
-  enabled?: boolean;
-  /** The Lease's name (controller-runtime's LeaderElectionID), e.g. 'database-operator.opkit.dev'. */
-  id: string;
-  /** The Lease's namespace. Default: the manager's namespace, else the kubeconfig's / in-cluster one. */
-  namespace?: string;
-  /** Default 15 s. */
-  leaseDurationMs?: number;
-  /**
-   * How long after its last successful renewal the leader leads at most. Default 10 s.
-   * renewDeadlineMs + retryPeriodMs + 5 % of leaseDurationMs must be below leaseDurationMs.
-   */
-  renewDeadlineMs?: number;
-  /** Default 2 s. */
-  retryPeriodMs?: number;
-  /**
-   * Release the Lease on a graceful shutdown, so that another replica takes over at its next retry
-   * (within its retryPeriod) instead of after leaseDuration. Only safe when the process exits right
-   * after `start` returns. Default true.
-   */
-  releaseOnCancel?: boolean;
-  /** This candidate's identity. Default hostname + '_' + a random UUID. */
-  identity?: string;
-  /**
-   * A client for leader election only. Default: when the manager builds its client from a kubeconfig,
-   * a second client of that config on its own connection pool (LEADER_ELECTION_POOL), so that Lease
-   * renewals never queue behind watches for a socket; with a given `client`, that client.
-   */
-  client?: Client;
-}
-
-export interface ManagerOptions {
-  /** Path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config). Ignored with `client`. */
-  kubeconfig?: string;
-  /** Context of the kubeconfig to use. Ignored with `client`. */
-  context?: string;
-  /** Use this client (a FakeClient in tests) instead of building one from the kubeconfig. */
-  client?: Client;
-  /** Field manager of the built client's writes. Default 'opkit'. */
-  fieldManager?: string;
-  /** Restricts the cache to one namespace (unless `cache.namespace` says otherwise); Lease default. */
-  namespace?: string;
-  leaderElection?: LeaderElectionOptions;
-  /** e.g. '127.0.0.1:8081', ':8081', ':0' (free port). Default: disabled. */
-  healthProbeBindAddress?: string;
-  /** e.g. '127.0.0.1:8080', ':0'. Default: disabled. */
-  metricsBindAddress?: string;
-  /**
-   * How long a graceful shutdown waits for runnables (and the cache, and event flushing) to stop.
-   * Default 30 s; 0 does not wait; negative waits forever.
-   */
-  gracefulShutdownTimeoutMs?: number;
-  /** Default: createLogger({ name: 'manager' }). */
-  logger?: Logger;
-  /** Options of the shared cache. */
-  cache?: CacheOptions;
-  /**
-   * Default: a new registry with the process and Node.js runtime metrics (process_resident_memory_bytes,
-   * nodejs_heap_size_used_bytes, ...), as controller-runtime serves the process and Go collectors
-   * (rest_client_requests_total is wired to the built client).
-   */
-  metrics?: MetricsRegistry;
-  /** Clock for leader election, controllers and the cache sync timeout. Default: the system clock. */
-  clock?: Clock;
-  /**
-   * How long `start` waits for the caches to sync before it gives up: it shuts down and rejects with a
-   * {@link CacheSyncTimeoutError}. /readyz answers 503 meanwhile. Default 120 000 (2 min); 0 or
-   * Infinity waits forever.
-   */
-  cacheSyncTimeoutMs?: number;
-}
-
-export interface StartOptions {
-  /** Aborting it starts a graceful shutdown. */
-  signal?: AbortSignal;
-  /**
-   * Shut down gracefully on SIGTERM/SIGINT (a second signal exits at once with code 1). Default: true
-   * when no `signal` is given (a binary's `await mgr.start()`), false otherwise (tests).
-   */
-  handleSignals?: boolean;
-}
-
-/**
- * Leadership was lost (the Lease could not be renewed within renewDeadline, or leader election itself
- * failed: then `cause` is its error). Exit non-zero.
- */
-export class LeaderElectionLostError extends Error {
-  readonly lease: string;
-  constructor(lease: string, options?: ErrorOptions) {
-    super(
-      options?.cause === undefined
-        ? `leader election lost: lease ${lease} could not be renewed`
-        : `leader election lost: leader election for lease ${lease} failed: ${messageOf(options.cause)}`,
-      options,
-    );
-    this.name = 'LeaderElectionLostError';
-    this.lease = lease;
-  }
-}
-
-/**
- * The caches did not sync within `cacheSyncTimeoutMs`. `informers` names the ones that did not (see
- * Cache.unsyncedInformers): usually RBAC forbids listing them or their CRD is not installed; the
- * manager's 'informer error' log lines tell which.
- */
-export class CacheSyncTimeoutError extends Error {
-  readonly timeoutMs: number;
-  readonly informers: readonly string[];
-  constructor(timeoutMs: number, informers: readonly string[]) {
-    super(
-      `timed out after ${timeoutMs} ms waiting for caches to sync; not synced: ${
-        informers.length > 0 ? informers.join(', ') : '(none left: they synced just too late)'
-      } (is listing them forbidden by RBAC, or a CRD not installed?)`,
-    );
-    this.name = 'CacheSyncTimeoutError';
-    this.timeoutMs = timeoutMs;
-    this.informers = [...informers];
-  }
-}
-
-/** Runnables did not stop within gracefulShutdownTimeoutMs. */
-export class GracefulShutdownTimeoutError extends Error {
-  readonly timeoutMs: number;
-  constructor(timeoutMs: number) {
-    super(`failed waiting for all runnables to end within grace period of ${timeoutMs} ms`);
-    this.name = 'GracefulShutdownTimeoutError';
-    this.timeoutMs = timeoutMs;
-  }
-}
+export { CacheSyncTimeoutError, GracefulShutdownTimeoutError, LeaderElectionLostError } from './errors.ts';
+export type { LeaderElectionOptions, ManagerInit, ManagerOptions, StartOptions } from './options.ts';
 
 interface Entry {
   runnable: Runnable;
@@ -181,27 +52,6 @@ interface Entry {
 }
 
 type Phase = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
-
-/** Resolved leader election settings. */
-interface LeaderElectionConfig {
-  id: string;
-  /** The manager's clock when one was given (tests); otherwise the elector's monotonic clock. */
-  clock?: Clock;
-  namespace: string;
-  leaseDurationMs?: number;
-  renewDeadlineMs?: number;
-  retryPeriodMs?: number;
-  releaseOnCancel: boolean;
-  client: Client;
-}
-
-export interface ManagerInit extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager'> {
-  client: Client;
-  /** Lease namespace when neither leaderElection.namespace nor namespace is set. Default 'default'. */
-  defaultNamespace?: string;
-  /** Called once the manager has stopped, e.g. to close a client the manager owns (createManager does). */
-  onStopped?: () => void;
-}
 
 export class Manager {
   readonly client: Client;
@@ -217,8 +67,7 @@ export class Manager {
   readonly #log: Logger;
   readonly #leaderElection: LeaderElectionConfig | undefined;
   readonly #elector: LeaderElector | undefined;
-  readonly #healthBind: BindAddress | undefined;
-  readonly #metricsBind: BindAddress | undefined;
+  readonly #endpoints: Endpoints;
   readonly #gracefulMs: number;
   readonly #cacheSyncTimeoutMs: number;
   readonly #healthz = new HealthChecks('healthz');
@@ -232,9 +81,6 @@ export class Manager {
   #cachesSynced = false;
   #othersStarted = false;
   #leading = false;
-  #servers: Server[] = [];
-  #healthAddress: string | undefined;
-  #metricsAddress: string | undefined;
   /** Aborted to begin shutting down (reason: why). */
   #stop: AbortController | undefined;
   #failure: unknown;
@@ -260,8 +106,14 @@ export class Manager {
       },
     });
     this.identity = init.leaderElection?.identity ?? defaultIdentity();
-    this.#healthBind = parseBindAddress(init.healthProbeBindAddress);
-    this.#metricsBind = parseBindAddress(init.metricsBindAddress);
+    this.#endpoints = new Endpoints({
+      health: parseBindAddress(init.healthProbeBindAddress),
+      metrics: parseBindAddress(init.metricsBindAddress),
+      healthz: this.#healthz,
+      readyz: this.#readyz,
+      registry: this.metrics,
+      log: this.#log,
+    });
     this.#gracefulMs = init.gracefulShutdownTimeoutMs ?? 30_000;
     const syncTimeout = init.cacheSyncTimeoutMs ?? DEFAULT_CACHE_SYNC_TIMEOUT_MS;
     if (!(syncTimeout >= 0)) throw new RangeError(`cacheSyncTimeoutMs must be >= 0, got ${syncTimeout}`);
@@ -271,22 +123,22 @@ export class Manager {
       this.#resolveElected = resolve;
     });
 
-    const le = init.leaderElection;
-    if (le && le.enabled !== false) {
-      if (!le.id) throw new TypeError('leaderElection.id (the Lease name) is required');
-      this.#leaderElection = {
-        id: le.id,
-        namespace: le.namespace || init.namespace || init.defaultNamespace || 'default',
-        releaseOnCancel: le.releaseOnCancel ?? true,
-        client: le.client ?? this.client,
-        ...(init.clock ? { clock: init.clock } : {}),
-        ...(le.leaseDurationMs !== undefined ? { leaseDurationMs: le.leaseDurationMs } : {}),
-        ...(le.renewDeadlineMs !== undefined ? { renewDeadlineMs: le.renewDeadlineMs } : {}),
-        ...(le.retryPeriodMs !== undefined ? { retryPeriodMs: le.retryPeriodMs } : {}),
-      };
-      this.#elector = this.#createElector(this.#leaderElection);
+    this.#leaderElection = resolveLeaderElection(init, this.client);
+    if (this.#leaderElection) {
+      this.#elector = createManagerElector(this.#leaderElection, {
+        identity: this.identity,
+        logger: this.logger,
+        log: this.#log,
+        metrics: this.metrics,
+        onStartedLeading: (leading) => {
+          // The leader runnables stop the moment leadership ends (the renew deadline passed, or
+          // another holder was seen), not only once the elector's run has returned.
+          leading.addEventListener('abort', () => this.#leaderCtl.abort(leading.reason), { once: true });
+          this.#startLeading();
+        },
+      });
       // The series exists (0) from the start, also on replicas that never lead.
-      this.metrics.setLeader(le.id, false);
+      this.metrics.setLeader(this.#leaderElection.id, false);
     }
 
     this.#healthz.add('ping', () => {});
@@ -299,12 +151,12 @@ export class Manager {
 
   /** 'host:port' the health probes are served on, once started (undefined when disabled). */
   get healthProbeAddress(): string | undefined {
-    return this.#healthAddress;
+    return this.#endpoints.healthAddress;
   }
 
   /** 'host:port' /metrics is served on, once started (undefined when disabled). */
   get metricsAddress(): string | undefined {
-    return this.#metricsAddress;
+    return this.#endpoints.metricsAddress;
   }
 
   /** The Lease name, when leader election is enabled. */
@@ -390,7 +242,7 @@ export class Manager {
       (opts.handleSignals ?? !external) ? this.#installSignalHandlers(stop) : () => {};
 
     try {
-      await this.#startServers();
+      await this.#endpoints.start();
       this.#log.info({ identity: this.identity }, 'starting manager');
       const cacheRun = this.cache.start(this.#cacheCtl.signal);
       const elector = this.#elector;
@@ -429,7 +281,7 @@ export class Manager {
       this.#phase = 'stopping';
       this.#fail(err);
       this.#abortAll();
-      await this.#closeServers();
+      await this.#endpoints.close();
     } finally {
       this.#phase = 'stopped';
       external?.removeEventListener('abort', onExternalAbort);
@@ -462,35 +314,6 @@ export class Manager {
     } finally {
       this.clock.clearTimeout(timer);
     }
-  }
-
-  #createElector(le: LeaderElectionConfig): LeaderElector {
-    return new LeaderElector({
-      lock: new LeaseLock({
-        client: le.client,
-        namespace: le.namespace,
-        name: le.id,
-        identity: this.identity,
-      }),
-      name: le.id,
-      ...(le.leaseDurationMs !== undefined ? { leaseDurationMs: le.leaseDurationMs } : {}),
-      ...(le.renewDeadlineMs !== undefined ? { renewDeadlineMs: le.renewDeadlineMs } : {}),
-      ...(le.retryPeriodMs !== undefined ? { retryPeriodMs: le.retryPeriodMs } : {}),
-      // The manager releases the Lease itself, after the runnables have stopped.
-      releaseOnCancel: false,
-      ...(le.clock ? { clock: le.clock } : {}),
-      logger: this.logger,
-      onLeaderStatus: (name, leading) => this.metrics.setLeader(name, leading),
-      onStartedLeading: (leading) => {
-        // The leader runnables stop the moment leadership ends (the renew deadline passed, or another
-        // holder was seen), not only once the elector's run has returned.
-        leading.addEventListener('abort', () => this.#leaderCtl.abort(leading.reason), { once: true });
-        this.#startLeading();
-      },
-      onNewLeader: (identity) => {
-        if (identity !== this.identity) this.#log.info({ leader: identity }, 'another replica leads');
-      },
-    });
   }
 
   #startLeading(): void {
@@ -535,7 +358,7 @@ export class Manager {
       // Another replica may already lead: stop at once, no graceful wait, no release.
       this.#log.error('leader election lost: stopping without graceful shutdown');
       this.#abortAll();
-      await this.#closeServers();
+      await this.#endpoints.close();
       return;
     }
     this.#log.info({ timeoutMs: this.#gracefulMs }, 'stopping: waiting for runnables to finish');
@@ -560,7 +383,7 @@ export class Manager {
         else this.#log.warn('not releasing the lease: runnables are still running');
       }
     }
-    await this.#closeServers();
+    await this.#endpoints.close();
     if (!inTime && this.#gracefulMs > 0) {
       this.#log.error({ timeoutMs: this.#gracefulMs }, 'runnables did not stop within the grace period');
       if (this.#failure === undefined) this.#failure = new GracefulShutdownTimeoutError(this.#gracefulMs);
@@ -595,129 +418,9 @@ export class Manager {
       process.off('SIGINT', handler);
     };
   }
-
-  async #startServers(): Promise<void> {
-    const health = this.#healthBind;
-    const metrics = this.#metricsBind;
-    const onError = (err: unknown): void => this.#log.error({ err }, 'http server error');
-    const same =
-      health !== undefined &&
-      metrics !== undefined &&
-      health.port !== 0 &&
-      health.port === metrics.port &&
-      health.host === metrics.host;
-    if (health) {
-      const { server, address } = await listen(
-        health,
-        (req, res) => this.#handle(req, res, { probes: true, metrics: same }),
-        onError,
-      );
-      this.#servers.push(server);
-      this.#healthAddress = address;
-      if (same) this.#metricsAddress = address;
-      this.#log.info({ address }, 'serving health probes');
-    }
-    if (metrics && !same) {
-      const { server, address } = await listen(
-        metrics,
-        (req, res) => this.#handle(req, res, { probes: false, metrics: true }),
-        onError,
-      );
-      this.#servers.push(server);
-      this.#metricsAddress = address;
-      this.#log.info({ address }, 'serving metrics');
-    }
-  }
-
-  async #handle(
-    req: IncomingMessage,
-    res: ServerResponse,
-    serve: { probes: boolean; metrics: boolean },
-  ): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const path = url.pathname;
-    const route =
-      serve.probes && (path === '/healthz' || path.startsWith('/healthz/'))
-        ? 'healthz'
-        : serve.probes && (path === '/readyz' || path.startsWith('/readyz/'))
-          ? 'readyz'
-          : serve.metrics && path === '/metrics'
-            ? 'metrics'
-            : undefined;
-    if (!route) {
-      sendText(req, res, 404, 'not found\n');
-      return;
-    }
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('allow', 'GET, HEAD');
-      sendText(req, res, 405, 'method not allowed\n');
-      return;
-    }
-    if (route === 'healthz') await this.#healthz.serve(req, res, url);
-    else if (route === 'readyz') await this.#readyz.serve(req, res, url);
-    else sendText(req, res, 200, await this.metrics.text(), this.metrics.contentType);
-  }
-
-  async #closeServers(): Promise<void> {
-    const servers = this.#servers;
-    this.#servers = [];
-    await Promise.all(servers.map((s) => closeServer(s)));
-  }
-}
-
-/**
- * Builds a manager: loads the kubeconfig (unless `client` is given), creates the client (counting
- * rest_client_requests_total in the manager's registry), the shared cache and the rest.
- */
-export async function createManager(opts: ManagerOptions = {}): Promise<Manager> {
-  const metrics = opts.metrics ?? new MetricsRegistry({ defaultMetrics: true });
-  let client = opts.client;
-  let defaultNamespace: string | undefined;
-  let onStopped: (() => void) | undefined;
-  let leaderElection: LeaderElectionOptions | undefined;
-  if (!client) {
-    const config = await loadConfig({
-      ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
-      ...(opts.context !== undefined ? { context: opts.context } : {}),
-    });
-    const clientOptions = {
-      ...(opts.fieldManager !== undefined ? { fieldManager: opts.fieldManager } : {}),
-      onRequest: metrics.restClientObserver(),
-    };
-    const built = createClient(config, clientOptions);
-    client = built;
-    defaultNamespace = config.namespace;
-    const le = opts.leaderElection;
-    if (le && le.enabled !== false && !le.client) {
-      const leClient = createClient(config, { ...clientOptions, connectionPool: LEADER_ELECTION_POOL });
-      leaderElection = { ...le, client: leClient };
-      onStopped = () => {
-        built.close();
-        leClient.close();
-      };
-    } else {
-      onStopped = () => built.close();
-    }
-  }
-  const init: ManagerInit = {
-    ...opts,
-    ...(leaderElection ? { leaderElection } : {}),
-    client,
-    metrics,
-    ...(defaultNamespace ? { defaultNamespace } : {}),
-    ...(onStopped ? { onStopped } : {}),
-  };
-  delete (init as ManagerOptions).kubeconfig;
-  delete (init as ManagerOptions).context;
-  delete (init as ManagerOptions).fieldManager;
-  return new Manager(init);
 }
 
 const DEFAULT_CACHE_SYNC_TIMEOUT_MS = 120_000;
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();

@@ -1,11 +1,6 @@
 /**
  * A lean HTTP/1.1 transport to the API server: JSON in, JSON out, typed errors, keep-alive connection
- * pools per configuration, and newline-delimited JSON streams for watches.
- *
- * Each configuration has named connection pools (one keep-alive agent each): 'default' for every
- * request and watch, and separate ones where a request must never wait for a socket behind watches
- * (leader election's Lease renewals use LEADER_ELECTION_POOL). Every open watch holds one socket of
- * its pool for as long as it runs.
+ * pools per configuration (pools.ts), and newline-delimited JSON streams for watches (json-lines.ts).
  *
  * A 401 Unauthorized is retried once with fresh credentials when the configuration can refresh them
  * (RestConfig.refreshCredentials: exec plugins run again, token files are re-read) and they changed:
@@ -15,6 +10,13 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { RequestAuth, RestConfig } from './config.ts';
 import { type ApiError, ConnectionError, errorFromStatus, UnauthorizedError } from './errors.ts';
+import { jsonLines } from './json-lines.ts';
+import { type AnyAgent, agentFor } from './pools.ts';
+import { buildQuery, type Query } from './query.ts';
+
+export { JsonLineDecoder, jsonLines } from './json-lines.ts';
+export { agentFor, DEFAULT_POOL, LEADER_ELECTION_POOL } from './pools.ts';
+export { buildQuery, type Query, type QueryValue } from './query.ts';
 
 /** One finished request, for rest_client_requests_total{code,method,host} and latency histograms. */
 export interface RequestMetric {
@@ -48,14 +50,7 @@ export interface TransportOptions {
   connectionPool?: string;
 }
 
-/** The pool requests and watches share unless told otherwise. */
-export const DEFAULT_POOL = 'default';
-/** Leader election's own pool: Lease renewals never queue behind watches for a socket. */
-export const LEADER_ELECTION_POOL = 'leader-election';
-
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-export type QueryValue = string | number | boolean | null | undefined;
-export type Query = Readonly<Record<string, QueryValue | readonly string[]>>;
 
 export interface HttpRequest {
   method: HttpMethod;
@@ -80,116 +75,7 @@ export class RequestTimeoutError extends ConnectionError {
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
-const DEFAULT_MAX_SOCKETS = 100;
 const USER_AGENT = `opkit/0.1.0 (node ${process.version})`;
-
-/**
- * Builds "?a=1&b=x%20y" from the defined entries (none: ""). Arrays repeat the key. Keys keep their
- * order; values are percent-encoded with encodeURIComponent (so "=", ",", "!" in selectors are safe).
- */
-export function buildQuery(query?: Query): string {
-  if (!query) return '';
-  const parts: string[] = [];
-  for (const [key, value] of Object.entries(query)) {
-    if (value === undefined || value === null) continue;
-    const values: readonly (string | number | boolean)[] = Array.isArray(value)
-      ? (value as readonly string[])
-      : [value as string | number | boolean];
-    for (const v of values) parts.push(`${encodeURIComponent(key)}=${encodeURIComponent(String(v))}`);
-  }
-  return parts.length > 0 ? `?${parts.join('&')}` : '';
-}
-
-/**
- * Splits a byte stream into newline-delimited JSON values. Chunks may end anywhere, including inside
- * a multi-byte UTF-8 character: lines are only decoded once complete. Blank lines are skipped.
- */
-export class JsonLineDecoder {
-  #pending: Buffer[] = [];
-
-  /** Feeds one chunk; returns the values of the lines it completed. */
-  write(chunk: Uint8Array | string): unknown[] {
-    const buf =
-      typeof chunk === 'string'
-        ? Buffer.from(chunk, 'utf8')
-        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
-    const out: unknown[] = [];
-    let start = 0;
-    let nl = buf.indexOf(0x0a, start);
-    while (nl !== -1) {
-      let line = buf.subarray(start, nl);
-      if (this.#pending.length > 0) {
-        this.#pending.push(line);
-        line = Buffer.concat(this.#pending);
-        this.#pending = [];
-      }
-      parseLine(line, out);
-      start = nl + 1;
-      nl = buf.indexOf(0x0a, start);
-    }
-    // Copy the tail: holding a view would pin the whole (possibly large) chunk.
-    if (start < buf.length) this.#pending.push(Buffer.from(buf.subarray(start)));
-    return out;
-  }
-
-  /** Ends the input; a final line without a trailing newline still counts. */
-  end(): unknown[] {
-    const out: unknown[] = [];
-    if (this.#pending.length > 0) parseLine(Buffer.concat(this.#pending), out);
-    this.#pending = [];
-    return out;
-  }
-}
-
-function parseLine(line: Buffer, out: unknown[]): void {
-  const text = line.toString('utf8').trim();
-  if (text.length === 0) return;
-  try {
-    out.push(JSON.parse(text));
-  } catch (err) {
-    const preview = text.length > 200 ? `${text.slice(0, 200)}...` : text;
-    throw new SyntaxError(`malformed JSON line in stream: ${preview}`, { cause: err });
-  }
-}
-
-/** Newline-delimited JSON values from a chunked source. Stopping early returns (closes) the source. */
-export async function* jsonLines(
-  source: AsyncIterable<Uint8Array | string>,
-): AsyncGenerator<unknown, void, undefined> {
-  const decoder = new JsonLineDecoder();
-  for await (const chunk of source) {
-    for (const value of decoder.write(chunk)) yield value;
-  }
-  for (const value of decoder.end()) yield value;
-}
-
-type AnyAgent = http.Agent | https.Agent;
-const agents = new WeakMap<RestConfig, Map<string, AnyAgent>>();
-
-/** The keep-alive agent of `pool`, shared by every transport of `config` that uses that pool. */
-export function agentFor(
-  config: RestConfig,
-  maxSockets = DEFAULT_MAX_SOCKETS,
-  pool: string = DEFAULT_POOL,
-): AnyAgent {
-  let pools = agents.get(config);
-  if (!pools) {
-    pools = new Map();
-    agents.set(config, pools);
-  }
-  let agent = pools.get(pool);
-  if (!agent) {
-    const opts: http.AgentOptions = {
-      keepAlive: true,
-      keepAliveMsecs: 30_000,
-      maxSockets,
-      maxFreeSockets: 16,
-    };
-    agent = config.server.startsWith('https:') ? new https.Agent(opts) : new http.Agent(opts);
-    pools.set(pool, agent);
-  }
-  return agent;
-}
 
 interface RawResponse {
   status: number;

@@ -1,6 +1,6 @@
 /** createManager: a Manager with a client built from the kubeconfig. */
 import { loadConfig } from '../client/config.ts';
-import { LEADER_ELECTION_POOL } from '../client/http.ts';
+import { LEADER_ELECTION_POOL } from '../client/pools.ts';
 import { createClient } from '../client/rest-client.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
 import { Manager } from './manager.ts';

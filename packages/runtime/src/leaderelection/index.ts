@@ -1,17 +1,9 @@
 /** @opkit/runtime leader election: client-go's leaderelection on a coordination.k8s.io/v1 Lease. */
 export {
-  CLOCK_SKEW_MARGIN_FACTOR,
-  clockSkewMarginMs,
-  DEFAULT_LEASE_DURATION_MS,
-  DEFAULT_RENEW_DEADLINE_MS,
-  DEFAULT_RETRY_PERIOD_MS,
   defaultIdentity,
-  JITTER_FACTOR,
   type LeaderCallbacks,
-  LeaderElectionConfigError,
   LeaderElector,
   type LeaderElectorOptions,
-  validateLeaderElectionTimings,
 } from './leader-elector.ts';
 export {
   type LeaderElectionRecord,
@@ -24,3 +16,13 @@ export {
   recordFromLease,
   toMicroTime,
 } from './lease-lock.ts';
+export {
+  CLOCK_SKEW_MARGIN_FACTOR,
+  clockSkewMarginMs,
+  DEFAULT_LEASE_DURATION_MS,
+  DEFAULT_RENEW_DEADLINE_MS,
+  DEFAULT_RETRY_PERIOD_MS,
+  JITTER_FACTOR,
+  LeaderElectionConfigError,
+  validateLeaderElectionTimings,
+} from './timings.ts';

@@ -70,7 +70,7 @@ describe('leader election safety', () => {
     // Tight timings: renewDeadline + retryPeriod + the 5 % margin just below leaseDuration.
     const timings = { leaseDurationMs: 4_000, renewDeadlineMs: 3_200, retryPeriodMs: 500 };
     const base = { namespace: ns, lease: 'stall-operator', ...timings };
-    const a = candidate({ ...base, identity: 'a', stallAfterMs: 1_500, stallMs: 7_000 });
+    const a = candidate({ ...base, identity: 'a', stallAfterMs: 1_500, stallMs: 9_000 });
     let b: Candidate | undefined;
     try {
       await eventually('a to lead', () => times(a, 'started').length > 0, { timeoutMs: 30_000 });

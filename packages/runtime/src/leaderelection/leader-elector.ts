@@ -46,17 +46,6 @@ import {
   validateLeaderElectionTimings,
 } from './timings.ts';
 
-export {
-  CLOCK_SKEW_MARGIN_FACTOR,
-  clockSkewMarginMs,
-  DEFAULT_LEASE_DURATION_MS,
-  DEFAULT_RENEW_DEADLINE_MS,
-  DEFAULT_RETRY_PERIOD_MS,
-  JITTER_FACTOR,
-  LeaderElectionConfigError,
-  validateLeaderElectionTimings,
-} from './timings.ts';
-
 export interface LeaderCallbacks {
   /**
    * This candidate became the leader. `signal` aborts when leadership ends: renewDeadline after the
@@ -336,7 +325,6 @@ export class LeaderElector {
         }
         extend(start);
       }
-      this.#maybeReportTransition();
       next = start + this.retryPeriodMs;
     }
   }

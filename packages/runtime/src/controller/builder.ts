@@ -14,15 +14,12 @@
  */
 import type { KubeObject } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
-import {
-  Controller,
-  type ControllerContext,
-  type ControllerOptions,
-  type WatchSelector,
-} from './controller.ts';
+import { Controller } from './controller.ts';
 import { type EventHandler, enqueueForObject, enqueueForOwner, enqueueMapped } from './handler.ts';
+import type { ControllerContext, ControllerOptions } from './options.ts';
 import type { EventObject, Predicate } from './predicate.ts';
 import type { Reconciler, Request } from './reconcile.ts';
+import type { WatchSelector } from './source.ts';
 
 export interface ForOptions<T extends KubeObject> {
   /** Predicates for the primary resource's events only. */

@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ConfigMaps } from '../../src/api/builtin.ts';
 import {
+  canonicalLabelSelector,
   fieldMatcher,
   labelMatcher,
   parseLabelSelector,
   SelectorParseError,
 } from '../../src/cache/selector.ts';
+import { BadRequestError } from '../../src/client/errors.ts';
+import { FakeClient } from '../../src/testing/fake-client.ts';
 
 describe('label selectors', () => {
   const m = (sel: string, labels?: Record<string, string>) => labelMatcher(sel)(labels);
@@ -35,6 +39,55 @@ describe('label selectors', () => {
     assert.throws(() => parseLabelSelector('a=1,,b'), SelectorParseError);
     assert.throws(() => parseLabelSelector('a in 1'), SelectorParseError);
     assert.throws(() => parseLabelSelector('-a=1'), SelectorParseError);
+  });
+  it('validates keys and values like the API server (labels.Parse)', () => {
+    const rejected = [
+      'Example.com/a=1', // a prefix is a lower-case DNS subdomain
+      'example.com/=1',
+      '/a=1',
+      'a/b/c=1',
+      `${'x'.repeat(64)}=1`, // names and values are at most 63 characters
+      `a=${'x'.repeat(64)}`,
+      `${'x'.repeat(254)}/a=1`, // a prefix is at most 253
+      'a=-x',
+      'a>-1', // Gt/Lt values are label values too
+      'a>x',
+      'a>',
+      '!a=1',
+      'a in (x',
+      'a in (x))',
+      'a b',
+      'a,',
+      ',a',
+      'a=1 b=2',
+    ];
+    for (const sel of rejected) assert.throws(() => parseLabelSelector(sel), SelectorParseError, sel);
+    const accepted = [
+      'example.com/a=1',
+      `${'x'.repeat(63)}=${'y'.repeat(63)}`,
+      'A_b.C-d=E_f.G-h',
+      'a in ()', // the empty value, as labels.Parse reads it
+      'a in (,x)',
+      'in=notin', // keywords are identifiers where a key or value is expected
+      'a in(x)',
+      ' a = 1 , b ',
+      'a>007',
+    ];
+    for (const sel of accepted) assert.doesNotThrow(() => parseLabelSelector(sel), sel);
+    assert.equal(m('a in ()', { a: '' }), true);
+    assert.equal(m('a>007', { a: '8' }), true);
+  });
+  it('is the parser of the fake client too: it answers 400 where the API server does', async () => {
+    const fake = new FakeClient();
+    await assert.rejects(fake.list(ConfigMaps, { labelSelector: 'Example.com/a=1' }), BadRequestError);
+    await assert.rejects(fake.list(ConfigMaps, { labelSelector: 'a>-1' }), BadRequestError);
+    assert.equal((await fake.list(ConfigMaps, { labelSelector: 'example.com/a=1' })).items.length, 0);
+  });
+  it('has one canonical form per set of requirements', () => {
+    assert.equal(canonicalLabelSelector('b, a==1'), canonicalLabelSelector('a in (1),b'));
+    assert.equal(canonicalLabelSelector('a in (y,x)'), canonicalLabelSelector('a in (x, y, x)'));
+    assert.notEqual(canonicalLabelSelector('a=1'), canonicalLabelSelector('a!=1'));
+    assert.equal(canonicalLabelSelector(' '), '');
   });
 });
 

@@ -30,12 +30,13 @@ export interface OwnsOptions<C extends KubeObject> {
   predicates?: readonly Predicate<C>[];
   /** Only follow the controller owner reference (default true). */
   onlyController?: boolean;
-  /** Which informer to watch the child kind through (default: the cache's options for it). */
+  /** Which informer to watch the child kind through (default: the cache's options for it); see WatchSelector. */
   selector?: WatchSelector;
 }
 
 export interface WatchesOptions<S extends KubeObject> {
   predicates?: readonly Predicate<S>[];
+  /** Which informer to watch through (default: the cache's options for the kind); see WatchSelector. */
   selector?: WatchSelector;
 }
 

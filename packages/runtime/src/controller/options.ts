@@ -39,7 +39,11 @@ export interface ControllerOptions {
    * false: a panic is fatal to the controller: it shuts down and `start()` rejects with it.
    */
   recoverPanic?: boolean;
-  /** Selector for the primary resource's informer (default: the cache's options for it). */
+  /**
+   * Selector for the primary resource's informer (default: the cache's options for it). Read the
+   * primary with the same selectors (`cache.get(res, req, { labelSelector, signal })`) to read that
+   * informer; see WatchSelector.
+   */
   cacheOptions?: WatchSelector;
   /** How long `start` waits for the watched informers to sync before failing. Default 120 s. */
   cacheSyncTimeoutMs?: number;
@@ -53,7 +57,7 @@ export interface ControllerOptions {
 
 export interface ControllerWatchOptions<T extends KubeObject> {
   predicates?: readonly Predicate<T>[];
-  /** Which informer to watch (default: the cache's options for the resource). */
+  /** Which informer to watch (default: the cache's options for the resource); see WatchSelector. */
   selector?: WatchSelector;
 }
 

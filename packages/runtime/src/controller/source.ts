@@ -28,7 +28,12 @@ export interface InformerSource<T extends KubeObject> {
   waitForSync?(signal?: AbortSignal): Promise<boolean>;
 }
 
-/** Restricts a watch's informer (cache/cache.ts InformerSelector). */
+/**
+ * Restricts a watch's informer (cache/cache.ts InformerSelector): the watch gets its own informer for
+ * exactly this namespace and these selectors. Read what it delivers with the same selectors
+ * (`cache.list(res, { namespace, labelSelector, fieldSelector })`, `cache.get(res, key, { labelSelector })`):
+ * the cache answers such reads from that informer, which has seen every event the watch delivered.
+ */
 export interface WatchSelector {
   namespace?: string;
   labelSelector?: string;

@@ -132,6 +132,10 @@ export class Cache {
   readonly #opts: CacheOptions;
   readonly #byResource = new Map<string, ResourceCacheOptions<KubeObject>>();
   readonly #informers = new Map<string, SharedInformer<KubeObject>>();
+  /** Each resource's own informer (its cache options), by resource id: the fast path of reads. */
+  readonly #own = new Map<string, SharedInformer<KubeObject>>();
+  /** Resources some informer was asked for with explicit selectors: only their reads are matched. */
+  readonly #selected = new Set<string>();
   #signal: AbortSignal | undefined;
   #runs: Promise<void>[] = [];
   #startWaiters = new Set<() => void>();
@@ -167,18 +171,24 @@ export class Cache {
    * started right away if the cache is running.
    */
   getInformer<T extends KubeObject>(resource: Resource<T>, selector?: InformerSelector): SharedInformer<T> {
+    const id = resourceId(resource);
+    const own = selector ? undefined : this.#own.get(id);
+    if (own) return own as unknown as SharedInformer<T>;
+    if (selector) this.#selected.add(id);
     const base = this.optionsFor(resource);
     const namespace = resource.namespaced
       ? (selector ? selector.namespace : base.namespace) || undefined
       : undefined;
     const labelSelector = (selector ? selector.labelSelector : base.labelSelector) || undefined;
     const fieldSelector = (selector ? selector.fieldSelector : base.fieldSelector) || undefined;
-    const key = scopeKey(scopeOf(resourceId(resource), namespace, labelSelector, fieldSelector));
+    const key = scopeKey(scopeOf(id, namespace, labelSelector, fieldSelector));
     const existing = this.#informers.get(key);
-    if (existing) return existing as unknown as SharedInformer<T>;
+    if (existing) {
+      if (!selector) this.#own.set(id, existing);
+      return existing as unknown as SharedInformer<T>;
+    }
 
     const o = this.#opts;
-    const id = resourceId(resource);
     const informer = new SharedInformer<T>(this.client, resource, {
       ...(namespace ? { namespace } : {}),
       ...(labelSelector ? { labelSelector } : {}),
@@ -205,6 +215,7 @@ export class Cache {
       },
     });
     this.#informers.set(key, informer as unknown as SharedInformer<KubeObject>);
+    if (!selector) this.#own.set(id, informer as unknown as SharedInformer<KubeObject>);
     if (this.#signal) this.#runs.push(informer.start(this.#signal));
     return informer;
   }
@@ -359,6 +370,7 @@ export class Cache {
     selectors: CacheSelectorOptions,
   ): SharedInformer<T> | undefined {
     if (!selectors.labelSelector && !selectors.fieldSelector) return undefined;
+    if (!this.#selected.has(resourceId(resource))) return undefined;
     const want = scopeOf(
       resourceId(resource),
       resource.namespaced ? namespace : undefined,

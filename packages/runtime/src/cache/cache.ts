@@ -10,6 +10,9 @@
  *   a namespace, label and field selectors (sent to the API server, so only matching objects are
  *   listed, watched and held in memory), a transform, extra indexers. Reads outside a resource's
  *   namespace throw.
+ * - Reads and events agree: a read with the selectors (and namespace) of an informer a watch uses is
+ *   answered from that informer, which has seen every event it delivered to that watch; other reads
+ *   go to the resource's own informer and filter in memory. Reads never create selector informers.
  * - Objects returned are deep-frozen and typed `DeepReadonly<T>`: `structuredClone(obj) as T` before
  *   modifying one (to build an update, say).
  */
@@ -91,9 +94,9 @@ export interface CacheReadOptions {
  * delivered. Otherwise the resource's informer answers and the selectors filter in memory.
  */
 export interface CacheSelectorOptions {
-  /** Filters in memory (on top of the resource's cache-level selector). */
+  /** Only objects with these labels (on top of the resource's cache-level selector). */
   labelSelector?: string;
-  /** Filters in memory; dotted paths like `metadata.name` or `status.phase`. */
+  /** Only objects with these fields; dotted paths like `metadata.name` or `status.phase`. */
   fieldSelector?: string;
 }
 

@@ -17,6 +17,7 @@ export type LabelMatcher = (labels: Readonly<Record<string, string>> | undefined
 
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const INT64_MAX = 2n ** 63n - 1n;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 export class SelectorParseError extends Error {
@@ -170,7 +171,8 @@ export function parseLabelSelector(selector: string): LabelRequirement[] {
     }
     value(v);
     if (op.t === '>' || op.t === '<') {
-      if (!/^\d+$/.test(v))
+      // strconv.ParseInt(v, 10, 64): digits only here (a label value cannot start with a sign), int64.
+      if (!/^\d+$/.test(v) || BigInt(v) > INT64_MAX)
         return fail(`unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer`);
       return { key: k, op: op.t === '>' ? 'gt' : 'lt', value: Number(v) };
     }

@@ -128,6 +128,8 @@ describe('cache reads and watch events agree (real API server)', { timeout: 600_
       'a,!b',
       'a>3,b<007',
       'a>-1',
+      'a>9223372036854775808',
+      'a<9223372036854775807',
       'a>x',
       'a>',
       'a=',

@@ -52,6 +52,7 @@ describe('label selectors', () => {
       'a=-x',
       'a>-1', // Gt/Lt values are label values too
       'a>x',
+      'a>9223372036854775808', // beyond int64
       'a>',
       '!a=1',
       'a in (x',
@@ -72,6 +73,7 @@ describe('label selectors', () => {
       'a in(x)',
       ' a = 1 , b ',
       'a>007',
+      'a<9223372036854775807',
     ];
     for (const sel of accepted) assert.doesNotThrow(() => parseLabelSelector(sel), sel);
     assert.equal(m('a in ()', { a: '' }), true);

@@ -23,7 +23,13 @@ import type { Clock } from '../util/clock.ts';
 import type { BackoffOptions } from './backoff.ts';
 import { type InformerErrorContext, SharedInformer } from './informer.ts';
 import type { Transform } from './reflector.ts';
-import { canonicalLabelSelector, fieldMatcher, labelMatcher, parseFieldSelector } from './selector.ts';
+import {
+  canonicalLabelSelector,
+  escapeFieldValue,
+  fieldMatcher,
+  labelMatcher,
+  parseFieldSelector,
+} from './selector.ts';
 import type { DeepReadonly, IndexFunc } from './store.ts';
 
 /** What to cache of one resource. */
@@ -434,7 +440,9 @@ function scopeKey(s: InformerScope): string {
 }
 
 function canonicalFieldSelector(selector: string): string {
-  const parts = parseFieldSelector(selector).map((r) => `${r.path.join('.')}${r.op}${r.value}`);
+  const parts = parseFieldSelector(selector).map(
+    (r) => `${r.path.join('.')}${r.op}${escapeFieldValue(r.value)}`,
+  );
   return [...new Set(parts)].sort().join(',');
 }
 

@@ -254,15 +254,76 @@ export interface FieldRequirement {
   value: string;
 }
 
+/**
+ * Parses a field selector with the API server's grammar (fields.ParseSelector): terms split on
+ * unescaped commas (empty terms skipped), each `key=value`, `key==value` or `key!=value` at the first
+ * operator; in values `\,` `\=` `\\` are escapes and an unescaped `=` is an error. Nothing is trimmed.
+ * Keys are dotted paths of [A-Za-z0-9_-] (the API server supports only some per kind, such as
+ * `metadata.name`, `metadata.namespace`, `status.phase` for Pods; the cache filters by any).
+ * Throws SelectorParseError.
+ */
 export function parseFieldSelector(selector: string): FieldRequirement[] {
   const out: FieldRequirement[] = [];
-  if (selector.trim() === '') return out;
-  for (const part of selector.split(',').map((p) => p.trim())) {
-    const m = /^([A-Za-z0-9_.-]+)\s*(==|=|!=)\s*(.*)$/.exec(part);
-    if (!m) throw new SelectorParseError(selector, `cannot parse "${part}"`);
-    out.push({ path: m[1]!.split('.'), op: m[2] === '!=' ? '!=' : '=', value: m[3]!.trim() });
+  for (const term of splitUnescaped(selector)) {
+    if (term === '') continue;
+    const m = /^(.*?)(!=|==|=)(.*)$/s.exec(term);
+    if (!m)
+      throw new SelectorParseError(
+        selector,
+        `cannot understand "${term}": expected key=value, key==value or key!=value`,
+      );
+    const key = m[1]!;
+    if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(key)) {
+      throw new SelectorParseError(selector, `"${key}" is not a field path like metadata.name (no spaces)`);
+    }
+    out.push({
+      path: key.split('.'),
+      op: m[2] === '!=' ? '!=' : '=',
+      value: unescapeFieldValue(m[3]!, selector),
+    });
   }
   return out;
+}
+
+/** Splits on commas not escaped by a backslash (fields.splitTerms). */
+function splitUnescaped(s: string): string[] {
+  if (s === '') return [];
+  const terms: string[] = [];
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === '\\') i++;
+    else if (s[i] === ',') {
+      terms.push(s.slice(start, i));
+      start = i + 1;
+    }
+  }
+  terms.push(s.slice(start));
+  return terms;
+}
+
+function unescapeFieldValue(raw: string, selector: string): string {
+  let out = '';
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i]!;
+    if (c === '\\') {
+      const next = raw[++i];
+      if (next !== '\\' && next !== ',' && next !== '=') {
+        throw new SelectorParseError(
+          selector,
+          `invalid escape sequence "\\${next ?? ''}" (escape only \\, , and =)`,
+        );
+      }
+      out += next;
+    } else if (c === '=' || c === ',') {
+      throw new SelectorParseError(selector, `unescaped "${c}" in the value "${raw}" (write \\${c})`);
+    } else out += c;
+  }
+  return out;
+}
+
+/** A field value written so that parseFieldSelector reads it back. */
+export function escapeFieldValue(value: string): string {
+  return value.replace(/[\\,=]/g, (c) => `\\${c}`);
 }
 
 function fieldValue(obj: unknown, path: readonly string[]): string {

@@ -2,6 +2,7 @@
 import {
   type LabelRequirement,
   matchesRequirement,
+  parseFieldSelector as parseCacheFieldSelector,
   parseLabelSelector as parseCacheLabelSelector,
   SelectorParseError,
 } from '../cache/selector.ts';
@@ -43,14 +44,18 @@ export interface FieldRequirement {
   value: string;
 }
 
-/** Parses a field selector: `path=value`, `path==value`, `path!=value`, joined by commas. */
+/** Parses a field selector with the API server's grammar (cache/selector.ts, the one parser). */
 export function parseFieldSelector(selector: string): FieldRequirement[] {
-  if (selector.trim() === '') return [];
-  return selector.split(',').map((raw) => {
-    const m = /^\s*([A-Za-z0-9_.-]+)\s*(==|=|!=)\s*([^=!]*?)\s*$/.exec(raw);
-    if (!m) throw new SelectorError(`invalid field selector requirement "${raw.trim()}" in "${selector}"`);
-    return { field: m[1] ?? '', op: m[2] === '!=' ? '!=' : '=', value: m[3] ?? '' };
-  });
+  try {
+    return parseCacheFieldSelector(selector).map((r) => ({
+      field: r.path.join('.'),
+      op: r.op,
+      value: r.value,
+    }));
+  } catch (err) {
+    if (err instanceof SelectorParseError) throw new SelectorError(err.message);
+    throw err;
+  }
 }
 
 function fieldValue(obj: unknown, path: string): string {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type ControlPlane, start } from '@opkit/controlplane';
 import { ConfigMaps, Namespaces, Secrets } from '../../src/api/builtin.ts';
-import { parseLabelSelector, SelectorParseError } from '../../src/cache/selector.ts';
+import { parseFieldSelector, parseLabelSelector, SelectorParseError } from '../../src/cache/selector.ts';
 import { BadRequestError } from '../../src/client/errors.ts';
 import { createClient, loadConfig, type RestClient } from '../../src/client/index.ts';
 import { controllerFor } from '../../src/controller/index.ts';
@@ -166,6 +166,45 @@ describe('cache reads and watch events agree (real API server)', { timeout: 600_
       let ours = true;
       try {
         parseLabelSelector(selector);
+      } catch (err) {
+        if (!(err instanceof SelectorParseError)) throw err;
+        ours = false;
+      }
+      if (server !== ours) disagreements.push(`${selector}: API server ${server}, opkit ${ours}`);
+    }
+    assert.deepEqual(disagreements, []);
+  });
+
+  test('the field-selector parser accepts what the API server accepts', async () => {
+    // Keys the API server supports for ConfigMaps; the rest of the grammar is the same for every kind.
+    const selectors = [
+      'metadata.name=a',
+      'metadata.name==a,metadata.namespace!=b',
+      'metadata.name=',
+      'metadata.name=a,,metadata.namespace=default',
+      'metadata.name=a\\,b',
+      'metadata.name=a\\=b',
+      'metadata.name=a\\\\',
+      'metadata.name=a=b',
+      'metadata.name=a\\',
+      'metadata.name=a\\x',
+      'metadata.name = a',
+      'metadata.name',
+      '=a',
+      ' ',
+    ];
+    const disagreements: string[] = [];
+    for (const selector of selectors) {
+      let server = true;
+      try {
+        await rest.list(ConfigMaps, { namespace: 'default', fieldSelector: selector });
+      } catch (err) {
+        if (!(err instanceof BadRequestError)) throw err;
+        server = false;
+      }
+      let ours = true;
+      try {
+        parseFieldSelector(selector);
       } catch (err) {
         if (!(err instanceof SelectorParseError)) throw err;
         ours = false;

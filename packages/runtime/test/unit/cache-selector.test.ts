@@ -5,6 +5,7 @@ import {
   canonicalLabelSelector,
   fieldMatcher,
   labelMatcher,
+  parseFieldSelector,
   parseLabelSelector,
   SelectorParseError,
 } from '../../src/cache/selector.ts';
@@ -102,5 +103,18 @@ describe('field selectors', () => {
     assert.equal(fieldMatcher('spec.nodeName=')(obj), true, 'missing fields are empty strings');
     assert.equal(fieldMatcher(undefined)(obj), true);
     assert.throws(() => fieldMatcher('metadata.name'), SelectorParseError);
+  });
+  it('parses like the API server (fields.ParseSelector): escapes, nothing trimmed, empty terms skipped', () => {
+    assert.deepEqual(parseFieldSelector('metadata.name=a\\,b\\=c\\\\,,metadata.namespace!=x'), [
+      { path: ['metadata', 'name'], op: '=', value: 'a,b=c\\' },
+      { path: ['metadata', 'namespace'], op: '!=', value: 'x' },
+    ]);
+    assert.deepEqual(parseFieldSelector('status.phase=='), [
+      { path: ['status', 'phase'], op: '=', value: '' },
+    ]);
+    for (const sel of ['a=b=c', 'a=b\\', 'a=b\\x', '=x', 'metadata.name = x', ' ', 'a']) {
+      assert.throws(() => parseFieldSelector(sel), SelectorParseError, sel);
+    }
+    assert.equal(fieldMatcher('metadata.name=x\\,y')({ metadata: { name: 'x,y' } }), true);
   });
 });

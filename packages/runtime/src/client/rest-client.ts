@@ -3,7 +3,8 @@ import type { KubeObject, ObjectKey, ObjectList, WatchEvent, WatchEventType } fr
 import { type Resource, resourcePath } from '../api/resource.ts';
 import type { RestConfig } from './config.ts';
 import { BadRequestError, errorFromStatus, GoneError, NotFoundError, type Status } from './errors.ts';
-import { buildQuery, HttpTransport, type Query, type RequestMetric } from './http.ts';
+import { buildQuery, type HttpRequest, HttpTransport, type Query, type RequestMetric } from './http.ts';
+import { type RateLimitOptions, TokenBucket } from './rate-limit.ts';
 import type { Client, DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from './types.ts';
 
 export interface ClientOptions {
@@ -16,6 +17,11 @@ export interface ClientOptions {
   onRequest?: (metric: RequestMetric) => void;
   /** Connection limit of the config's shared keep-alive agent; each open watch holds one. Defaults to 100. */
   maxSockets?: number;
+  /**
+   * Client-side throttling of requests (not watches): a token bucket of `burst` refilled at `qps` per second,
+   * as client-go's rest.Config QPS/Burst. Default: none (the API server's Priority and Fairness protects it).
+   */
+  rateLimit?: RateLimitOptions;
 }
 
 /** metav1.APIResource, as listed by discovery. */
@@ -104,6 +110,8 @@ export class RestClient implements Client {
   readonly fieldManager: string;
   readonly config: RestConfig;
   readonly transport: HttpTransport;
+  /** The client-side limiter, when `rateLimit` is set. */
+  readonly rateLimiter: TokenBucket | undefined;
 
   constructor(config: RestConfig, opts: ClientOptions = {}) {
     this.config = config;
@@ -114,6 +122,7 @@ export class RestClient implements Client {
       onRequest: opts.onRequest,
       maxSockets: opts.maxSockets,
     });
+    this.rateLimiter = opts.rateLimit ? new TokenBucket(opts.rateLimit) : undefined;
   }
 
   async get<T extends KubeObject>(
@@ -121,13 +130,13 @@ export class RestClient implements Client {
     key: ObjectKey,
     opts: { signal?: AbortSignal } = {},
   ): Promise<T> {
-    return this.transport.request<T>({ method: 'GET', path: objectPath(res, key), signal: opts.signal });
+    return this.#request<T>({ method: 'GET', path: objectPath(res, key), signal: opts.signal });
   }
 
   async list<T extends KubeObject>(res: Resource<T>, opts: ListOptions = {}): Promise<ObjectList<T>> {
     const path = resourcePath(res, { namespace: opts.namespace });
     const page = (o: ListOptions) =>
-      this.transport.request<ObjectList<T>>({
+      this.#request<ObjectList<T>>({
         method: 'GET',
         path,
         query: listQuery(o),
@@ -163,7 +172,7 @@ export class RestClient implements Client {
 
   async create<T extends KubeObject>(res: Resource<T>, obj: T, opts: WriteOptions = {}): Promise<T> {
     const namespace = namespaceFor(res, obj.metadata?.namespace, 'create');
-    return this.transport.request<T>({
+    return this.#request<T>({
       method: 'POST',
       path: resourcePath(res, { namespace }),
       query: writeQuery(this.fieldManager, opts),
@@ -203,7 +212,7 @@ export class RestClient implements Client {
     key: ObjectKey,
     opts: DeleteOptions = {},
   ): Promise<void> {
-    await this.transport.request({
+    await this.#request({
       method: 'DELETE',
       path: objectPath(res, key),
       body: deleteBody(opts),
@@ -236,7 +245,7 @@ export class RestClient implements Client {
   /** What a group-version serves ("v1", "apps/v1"); NotFoundError when the group-version isn't served. */
   async discover(groupVersion: string, opts: { signal?: AbortSignal } = {}): Promise<APIResourceList> {
     const path = groupVersion.includes('/') ? `/apis/${groupVersion}` : `/api/${groupVersion}`;
-    const list = await this.transport.request<APIResourceList>({ method: 'GET', path, signal: opts.signal });
+    const list = await this.#request<APIResourceList>({ method: 'GET', path, signal: opts.signal });
     list.resources ??= [];
     return list;
   }
@@ -273,6 +282,12 @@ export class RestClient implements Client {
     this.transport.close();
   }
 
+  /** One request, after the rate limiter (if any) lets it through. */
+  async #request<T>(req: HttpRequest): Promise<T> {
+    if (this.rateLimiter) await this.rateLimiter.wait(req.signal);
+    return this.transport.request<T>(req);
+  }
+
   async #put<T extends KubeObject>(
     res: Resource<T>,
     obj: T,
@@ -280,7 +295,7 @@ export class RestClient implements Client {
     subresource?: 'status',
   ): Promise<T> {
     const key = objectKeyFor(res, obj);
-    return this.transport.request<T>({
+    return this.#request<T>({
       method: 'PUT',
       path: resourcePath(res, { namespace: key.namespace, name: key.name, subresource }),
       query: writeQuery(this.fieldManager, opts),
@@ -308,7 +323,7 @@ export class RestClient implements Client {
       body = { ...obj, metadata };
       force = patch.force ? true : undefined;
     }
-    return this.transport.request<T>({
+    return this.#request<T>({
       method: 'PATCH',
       path: resourcePath(res, {
         namespace: namespaceFor(res, key.namespace, 'patch'),

@@ -29,6 +29,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import { loadConfig } from '../client/config.ts';
+import type { RateLimitOptions } from '../client/rate-limit.ts';
 import { createClient } from '../client/rest-client.ts';
 import type { Client } from '../client/types.ts';
 import { EventRecorder } from '../helpers/events.ts';
@@ -74,6 +75,13 @@ export interface ManagerOptions {
   client?: Client;
   /** Field manager of the built client's writes. Default 'opkit'. */
   fieldManager?: string;
+  /**
+   * Client-side throttling of the built client's requests (not watches), as client-go's QPS/Burst. Default
+   * none: the API server's Priority and Fairness protects it. Leader election then gets its own, unthrottled
+   * client (unless `leaderElection.client` is given), so renewals never wait behind throttled requests.
+   * Ignored with `client`.
+   */
+  rateLimit?: RateLimitOptions;
   /** Restricts the cache to one namespace (unless `cache.namespace` says otherwise); Lease default. */
   namespace?: string;
   leaderElection?: LeaderElectionOptions;
@@ -182,7 +190,8 @@ interface LeaderElectionConfig {
   client: Client;
 }
 
-export interface ManagerInit extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager'> {
+export interface ManagerInit
+  extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager' | 'rateLimit'> {
   client: Client;
   /** Lease namespace when neither leaderElection.namespace nor namespace is set. Default 'default'. */
   defaultNamespace?: string;
@@ -655,21 +664,30 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   let client = opts.client;
   let defaultNamespace: string | undefined;
   let onStopped: (() => void) | undefined;
+  let leaderElection: LeaderElectionOptions | undefined;
   if (!client) {
     const config = await loadConfig({
       ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
       ...(opts.context !== undefined ? { context: opts.context } : {}),
     });
-    const built = createClient(config, {
+    const clientOptions = {
       ...(opts.fieldManager !== undefined ? { fieldManager: opts.fieldManager } : {}),
       onRequest: metrics.restClientObserver(),
+    };
+    const built = createClient(config, {
+      ...clientOptions,
+      ...(opts.rateLimit ? { rateLimit: opts.rateLimit } : {}),
     });
     client = built;
     defaultNamespace = config.namespace;
     onStopped = () => built.close();
+    if (opts.rateLimit && opts.leaderElection && !opts.leaderElection.client) {
+      leaderElection = { ...opts.leaderElection, client: createClient(config, clientOptions) };
+    }
   }
   const init: ManagerInit = {
     ...opts,
+    ...(leaderElection ? { leaderElection } : {}),
     client,
     metrics,
     ...(defaultNamespace ? { defaultNamespace } : {}),
@@ -678,6 +696,7 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   delete (init as ManagerOptions).kubeconfig;
   delete (init as ManagerOptions).context;
   delete (init as ManagerOptions).fieldManager;
+  delete (init as ManagerOptions).rateLimit;
   return new Manager(init);
 }
 

@@ -1,6 +1,9 @@
 /** The API client: typed CRUD, patch, server-side apply, status subresource, and watch over HTTP. */
 import type { KubeObject, ObjectKey, ObjectList, WatchEvent, WatchEventType } from '../api/object.ts';
 import { type Resource, resourcePath } from '../api/resource.ts';
+import { abortReason } from '../util/abort.ts';
+import { sleep } from '../util/clock.ts';
+import { withTypeMeta } from '../util/type-meta.ts';
 import type { RestConfig } from './config.ts';
 import { BadRequestError, errorFromStatus, GoneError, NotFoundError, type Status } from './errors.ts';
 import { buildQuery, type HttpRequest, HttpTransport, type Query, type RequestMetric } from './http.ts';
@@ -273,7 +276,7 @@ export class RestClient implements Client {
       if (performance.now() >= deadline) {
         throw new Error(`${res.plural}.${res.apiVersion} is not served after ${opts.timeoutMs ?? 60_000}ms`);
       }
-      await sleep(interval, opts.signal);
+      if (!(await sleep(interval, opts.signal)) && opts.signal) throw abortReason(opts.signal);
     }
   }
 
@@ -343,12 +346,6 @@ export function createClient(config: RestConfig, opts: ClientOptions = {}): Rest
   return new RestClient(config, opts);
 }
 
-/** Sets apiVersion/kind from the resource when missing, without touching the caller's object. */
-function withTypeMeta<T extends KubeObject>(res: Resource<T>, obj: T): T {
-  if (obj.apiVersion && obj.kind) return obj;
-  return { ...obj, apiVersion: obj.apiVersion || res.apiVersion, kind: obj.kind || res.kind };
-}
-
 function namespaceFor(res: Resource, namespace: string | undefined, verb: string): string | undefined {
   if (!res.namespaced) return undefined;
   if (!namespace) {
@@ -389,22 +386,4 @@ function objectKeyFor(res: Resource, obj: KubeObject): ObjectKey {
     );
   }
   return { name, namespace: namespaceFor(res, obj.metadata.namespace, 'update') };
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

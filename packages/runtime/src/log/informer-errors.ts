@@ -16,6 +16,7 @@ import {
   TooManyRequestsError,
   UnauthorizedError,
 } from '../client/errors.ts';
+import { messageOf } from '../util/errors.ts';
 
 /** The context an informer (or the cache) reports with an error; every variant fits this shape. */
 export interface InformerErrorInfo {
@@ -47,10 +48,6 @@ export function isTransient(err: unknown): boolean {
     err instanceof TooManyRequestsError ||
     (err instanceof Error && err.name === 'ShortWatchError')
   );
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function hintFor(err: unknown): string | undefined {

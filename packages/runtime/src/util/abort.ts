@@ -6,3 +6,9 @@ export function abortReason(signal: AbortSignal): Error {
   if (reason instanceof Error) return reason;
   return new DOMException('The operation was aborted', 'AbortError');
 }
+
+/** Resolves once `signal` aborts (at once if it has). Never rejects. */
+export function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}

@@ -6,7 +6,7 @@
  * warnings with the stack. Every line that leaves the stack out repeats the error with it at debug.
  */
 import type { Logger } from 'pino';
-import { WatchSilenceError } from '../cache/watcher.ts';
+import { ShortWatchError, WatchSilenceError } from '../cache/watcher.ts';
 import {
   ConnectionError,
   ForbiddenError,
@@ -46,7 +46,7 @@ export function isTransient(err: unknown): boolean {
     err instanceof ServerError ||
     err instanceof TimeoutError ||
     err instanceof TooManyRequestsError ||
-    (err instanceof Error && err.name === 'ShortWatchError')
+    err instanceof ShortWatchError
   );
 }
 

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
 import { Reflector } from '../../src/cache/reflector.ts';
-import { ConnectionError, ForbiddenError, GoneError } from '../../src/client/errors.ts';
+import { ShortWatchError } from '../../src/cache/watcher.ts';
+import { ConnectionError, ForbiddenError, GoneError, ServerError } from '../../src/client/errors.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { informerLogLine, logInformerError } from '../../src/log/informer-errors.ts';
 import { createManager } from '../../src/manager/manager.ts';
@@ -126,6 +127,13 @@ describe('informer error logging', () => {
     assert.equal(forbidden.level, 'warn');
     assert.equal(forbidden.withStack, false);
     assert.match(String(forbidden.fields.hint), /RBAC/);
+    const backoffCtx = { phase: 'watch', action: 'backoff', delayMs: 800, resourceVersion: '7' };
+    for (const transient of [
+      new ShortWatchError(),
+      new ServerError({ kind: 'Status', code: 503, message: 'unavailable' }, 503),
+    ]) {
+      assert.equal(informerLogLine(transient, backoffCtx).level, 'info', transient.name);
+    }
     const handler = informerLogLine(new Error('handler bug'), {
       phase: 'handler',
       event: 'add',

@@ -32,6 +32,7 @@ import { Cache } from '../cache/cache.ts';
 import type { Client } from '../client/types.ts';
 import { EventRecorder } from '../helpers/events.ts';
 import { defaultIdentity, type LeaderElector } from '../leaderelection/leader-elector.ts';
+import { logInformerError } from '../log/informer-errors.ts';
 import { createLogger } from '../log/logger.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
 import { type Clock, realClock } from '../util/clock.ts';
@@ -101,7 +102,7 @@ export class Manager {
         ? { namespace: init.cache?.namespace ?? init.namespace }
         : {}),
       onError: (err, ctx) => {
-        this.#log.warn({ err, resource: ctx.resource }, 'informer error');
+        logInformerError(this.#log, err, ctx);
         init.cache?.onError?.(err, ctx);
       },
     });

@@ -7,7 +7,8 @@
  *   watchers see); uid, creationTimestamp and generation 1 on create; `generateName`;
  * - metadata.generation bumps when anything but metadata (and status, for kinds with a status
  *   subresource) changes; no-op writes store nothing and do not bump the resourceVersion;
- * - optimistic concurrency (stale metadata.resourceVersion -> ConflictError; none -> unconditional);
+ * - optimistic concurrency (stale metadata.resourceVersion -> ConflictError; none -> unconditional for
+ *   built-in kinds, a 422 for custom resources, which do not allow unconditional updates);
  * - status subresource separation: `update`/`patch` ignore status, `updateStatus`/`patchStatus` change
  *   only status; `create` drops status. Kinds without a status subresource 404 on the status verbs;
  * - finalizers and deletionTimestamp, delete preconditions, and the garbage collector (synchronously);
@@ -79,7 +80,12 @@ import {
   READ_VERBS,
   type RequestHook,
 } from './fake-types.ts';
-import { checkDeletePreconditions, checkPreconditions, incoming } from './fake-validation.ts';
+import {
+  checkDeletePreconditions,
+  checkPreconditions,
+  checkUnconditionalUpdate,
+  incoming,
+} from './fake-validation.ts';
 import { openWatch } from './fake-watch.ts';
 import { isPlainObject, jsonClone } from './patch.ts';
 
@@ -446,6 +452,7 @@ export class FakeClient implements Client {
     if (verb === 'updateStatus' && !this.hasStatusSubresource(res)) throw this.#noStatus(res, k.name);
     const stored = this.#store.lookup(res, k);
     if (!stored) throw notFoundError(res, k.name);
+    checkUnconditionalUpdate(res, stored, input.metadata);
     checkPreconditions(res, stored, input.metadata);
     const next =
       verb === 'updateStatus'

@@ -1,7 +1,7 @@
 /** What the fake client refuses, as the API server does: malformed objects, stale preconditions, ... */
 import type { KubeObject, ObjectMeta } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
-import { badRequestError, conflictError, invalidError } from './errors.ts';
+import { badRequestError, conflictError, invalidError, unconditionalUpdateError } from './errors.ts';
 import { isPlainObject, jsonClone } from './patch.ts';
 
 type Obj = KubeObject & Record<string, unknown>;
@@ -47,6 +47,48 @@ export function checkPreconditions(res: Resource, stored: Obj, meta: ObjectMeta)
   }
   if (meta.resourceVersion && meta.resourceVersion !== stored.metadata.resourceVersion) {
     throw conflictError(res, name);
+  }
+}
+
+/** The API groups Kubernetes serves itself (1.34); any other group is a custom resource's. */
+const BUILTIN_GROUPS: ReadonlySet<string> = new Set([
+  '',
+  'admissionregistration.k8s.io',
+  'apiextensions.k8s.io',
+  'apiregistration.k8s.io',
+  'apps',
+  'authentication.k8s.io',
+  'authorization.k8s.io',
+  'autoscaling',
+  'batch',
+  'certificates.k8s.io',
+  'coordination.k8s.io',
+  'discovery.k8s.io',
+  'events.k8s.io',
+  'flowcontrol.apiserver.k8s.io',
+  'internal.apiserver.k8s.io',
+  'networking.k8s.io',
+  'node.k8s.io',
+  'policy',
+  'rbac.authorization.k8s.io',
+  'resource.k8s.io',
+  'scheduling.k8s.io',
+  'storage.k8s.io',
+  'storagemigration.k8s.io',
+]);
+
+/** Custom resources are served by the CRD handler, whose update strategy refuses unconditional updates. */
+export function isCustomResource(res: Resource): boolean {
+  return !BUILTIN_GROUPS.has(res.group);
+}
+
+/**
+ * An update (or status update) without metadata.resourceVersion: built-in kinds take it as unconditional,
+ * custom resources refuse it with a 422.
+ */
+export function checkUnconditionalUpdate(res: Resource, stored: Obj, meta: ObjectMeta): void {
+  if (!meta.resourceVersion && isCustomResource(res)) {
+    throw unconditionalUpdateError(res, stored.metadata.name ?? '');
   }
 }
 

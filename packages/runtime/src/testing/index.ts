@@ -16,6 +16,7 @@ export {
   STALE_OBJECT_MESSAGE,
   timeoutError,
   tooManyRequestsError,
+  unconditionalUpdateError,
   unprocessableError,
 } from './errors.ts';
 export { type EventuallyOptions, eventually } from './eventually.ts';

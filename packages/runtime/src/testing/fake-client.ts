@@ -58,6 +58,7 @@ import type {
   WriteOptions,
 } from '../client/types.ts';
 import { badRequestError, notFoundError, unprocessableError } from './errors.ts';
+import type { FakeEventDelivery, FakeWatchInfo } from './fake-delivery.ts';
 import { listObjects } from './fake-query.ts';
 import {
   compareKeys,
@@ -128,9 +129,12 @@ export class FakeClient implements Client {
   readonly #hooks: RequestHook[] = [];
   readonly #failures: Failure[] = [];
   readonly #inHook = new AsyncLocalStorage<true>();
+  readonly #delivery: FakeEventDelivery | undefined;
+  #watchStreams = 0;
 
   constructor(options: FakeClientOptions = {}) {
     this.fieldManager = options.fieldManager ?? 'opkit';
+    this.#delivery = options.eventDelivery;
     this.#store = new FakeStore(options.now ?? (() => new Date()), (res) => this.hasStatusSubresource(res));
     const seeds = options.objects ?? [];
     for (const res of BUILTINS_WITH_STATUS) this.#statusKinds.add(resourceId(res));
@@ -385,8 +389,27 @@ export class FakeClient implements Client {
           namespace,
           startRv,
           intercepted ? () => this.#intercept(request) : undefined,
+          this.#delayFor(res, namespace, opts),
         ),
     };
+  }
+
+  /** The delay of each event of a new watch stream, with the eventDelivery option. */
+  #delayFor(
+    res: Resource,
+    namespace: string | undefined,
+    opts: WatchOptions,
+  ): ((event: WatchEvent<KubeObject>) => number) | undefined {
+    const delivery = this.#delivery;
+    if (!delivery) return undefined;
+    const info: FakeWatchInfo = {
+      resource: res,
+      ...(namespace ? { namespace } : {}),
+      ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+      ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
+      index: this.#watchStreams++,
+    };
+    return (event) => delivery.delayMs(info, event);
   }
 
   // ---------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 import type { KubeObject } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import type { DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from '../client/types.ts';
+import type { FakeEventDelivery } from './fake-delivery.ts';
 
 /** The Client method a request came through. */
 export type FakeVerb =
@@ -66,6 +67,12 @@ export interface FakeClientOptions {
   statusSubresource?: Resource[];
   /** Clock for creationTimestamp/deletionTimestamp. Default: the system clock. */
   now?: () => Date;
+  /**
+   * Delivers each watch stream's events late, by its own delay (in order within a stream), so that two
+   * informers see a change at different moments, as on a real cluster. Default: every stream at once.
+   * `randomDelays({ maxMs, seed })` gives reproducible random delays.
+   */
+  eventDelivery?: FakeEventDelivery;
 }
 
 export function actionOf(request: FakeRequest): FakeAction {

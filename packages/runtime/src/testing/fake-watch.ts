@@ -4,6 +4,7 @@ import type { Resource } from '../api/resource.ts';
 import { resourceId } from '../api/resource.ts';
 import type { WatchOptions } from '../client/types.ts';
 import { goneError } from './errors.ts';
+import { DelayLine } from './fake-delivery.ts';
 import { parseSelectors, type Selectors, selects } from './fake-query.ts';
 import {
   compareKeys,
@@ -23,6 +24,7 @@ export function openWatch<T extends KubeObject>(
   namespace: string | undefined,
   startRv: number,
   intercept: (() => Promise<void>) | undefined,
+  delay?: (event: WatchEvent<KubeObject>) => number,
 ): AsyncIterator<WatchEvent<T>> {
   const resId = resourceId(res);
   const queue: WatchEvent<KubeObject>[] = [];
@@ -43,8 +45,16 @@ export function openWatch<T extends KubeObject>(
     if (waiter) waiter.resolve({ value: copy<WatchEvent<T>>(event), done: false });
     else queue.push(event);
   };
+  // With per-watch delays, events pass through a delay line (in order) before reaching the consumer.
+  const line = delay ? new DelayLine<WatchEvent<KubeObject>>(push) : undefined;
+  const emit = (event: WatchEvent<KubeObject>): void => {
+    if (line && delay) line.push(event, delay(event));
+    else push(event);
+  };
   const finish = (error?: unknown, dropQueued = false): void => {
     if (state === 'closed') return;
+    if (dropQueued) line?.clear();
+    else line?.flush();
     state = 'closed';
     store.watchers.delete(watcher);
     signal?.removeEventListener('abort', onAbort);
@@ -77,7 +87,7 @@ export function openWatch<T extends KubeObject>(
     resId,
     deliver: (entry) => {
       const event = toEvent(entry);
-      if (event) push(event);
+      if (event) emit(event);
     },
     close: (error) => finish(error),
   };
@@ -98,9 +108,9 @@ export function openWatch<T extends KubeObject>(
       const current = [...store.current(resId).values()]
         .filter((obj) => selects(sel, obj))
         .sort((a, b) => compareKeys(sortKey(a), sortKey(b)));
-      for (const obj of current) push({ type: 'ADDED', object: obj });
+      for (const obj of current) emit({ type: 'ADDED', object: obj });
       if (opts.allowWatchBookmarks) {
-        push({
+        emit({
           type: 'BOOKMARK',
           object: {
             apiVersion: res.apiVersion,

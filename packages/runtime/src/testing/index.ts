@@ -31,6 +31,7 @@ export {
   READ_VERBS,
   type RequestHook,
 } from './fake-client.ts';
+export { type FakeEventDelivery, type FakeWatchInfo, randomDelays } from './fake-delivery.ts';
 export {
   ScriptedClient,
   type ScriptedList,

@@ -13,26 +13,31 @@
  *   only status; `create` drops status. Kinds without a status subresource 404 on the status verbs;
  * - finalizers and deletionTimestamp, delete preconditions, and the garbage collector (synchronously);
  * - list with label/field selectors, pagination and consistent continue tokens; watch from a
- *   resourceVersion with selector transitions (an object leaving a selector is DELETED for that watch).
+ *   resourceVersion with selector transitions (an object leaving a selector is DELETED for that watch);
+ * - metadata.managedFields: every write gives its field manager what it changed; server-side apply
+ *   reports conflicts with other managers (409, naming manager and field) unless `force`, and removes the
+ *   fields its manager stopped applying that no one else owns (fake-apply.ts).
  *
  * Simplifications (documented so tests don't rely on them):
  * - Strategic merge patch: a JSON merge patch, except lists of objects that all have a `name` are merged by
  *   name (see `strategicMergePatch`); real per-field merge keys are not known.
- * - Server-side apply: the applied object is strategic-merged onto the existing one (created if missing).
- *   Field ownership is NOT tracked: fields a manager stops applying are not removed, there are no apply
- *   conflicts (`force` is ignored), and metadata.managedFields is never written.
+ * - Field sets follow the object's JSON keys; every list is atomic (one field), where the API server keys
+ *   some built-in lists (containers by name, finalizers as a set) and so merges them on apply. Objects
+ *   never carry the "." of untyped (x-kubernetes-preserve-unknown-fields) maps on apply. managedFields
+ *   sent with a write are ignored (the API server would take them as a reset).
  * - Deletion: `gracePeriodSeconds` is ignored (pods go away at once); `Foreground` behaves like `Background`
  *   (no foregroundDeletion finalizer); `Orphan` does not add the orphan finalizer, the orphaning happens
  *   when the owner is finally removed. Namespace deletion does not cascade to the namespace's objects.
- * - No admission, defaulting or schema validation; namespaces need not exist.
+ * - No admission, defaulting or schema validation; namespaces need not exist. Custom resources are told
+ *   from built-in kinds by their API group.
  * - A watch without a resourceVersion (or with "0") starts from the moment `watch()` is called, with no
  *   synthetic ADDED events unless `sendInitialEvents` is set.
  *
  * Files: fake-store.ts (objects, resourceVersions, history, write and deletion semantics, the garbage
- * collector), fake-query.ts (selectors, lists), fake-watch.ts (watch streams), fake-validation.ts (what is
- * refused), fake-types.ts (the public types); this file is the Client surface, the action log and hooks.
+ * collector), fake-query.ts (selectors, lists), fake-watch.ts and fake-delivery.ts (watch streams, their
+ * delays), fake-apply.ts and fake-fields.ts (field managers), fake-validation.ts (what is refused),
+ * fake-requests.ts (action log, hooks, injected failures), fake-types.ts (public types).
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   CustomResourceDefinitions,
   Deployments,
@@ -58,8 +63,10 @@ import type {
   WriteOptions,
 } from '../client/types.ts';
 import { badRequestError, notFoundError, unprocessableError } from './errors.ts';
-import type { FakeEventDelivery, FakeWatchInfo } from './fake-delivery.ts';
+import { managedAfterWrite, serverSideApply, type Writer } from './fake-apply.ts';
+import { type FakeEventDelivery, watchDelay } from './fake-delivery.ts';
 import { listObjects } from './fake-query.ts';
+import { RequestLog } from './fake-requests.ts';
 import {
   compareKeys,
   copy,
@@ -68,11 +75,11 @@ import {
   type Obj,
   parseResourceVersion,
   patchedObject,
+  setOrDelete,
   sortKey,
   statusUpdate,
 } from './fake-store.ts';
 import {
-  actionOf,
   type FakeAction,
   type FakeActionFilter,
   type FakeClientOptions,
@@ -82,13 +89,14 @@ import {
   type RequestHook,
 } from './fake-types.ts';
 import {
+  checkApplyBody,
   checkDeletePreconditions,
   checkPreconditions,
   checkUnconditionalUpdate,
   incoming,
 } from './fake-validation.ts';
 import { openWatch } from './fake-watch.ts';
-import { isPlainObject, jsonClone } from './patch.ts';
+import { isPlainObject } from './patch.ts';
 
 export {
   type FakeAction,
@@ -100,12 +108,6 @@ export {
   READ_VERBS,
   type RequestHook,
 } from './fake-types.ts';
-
-interface Failure {
-  verb: FakeVerb | '*';
-  resId?: string;
-  error: Error;
-}
 
 const BUILTINS_WITH_STATUS: readonly Resource[] = [
   Pods,
@@ -125,10 +127,7 @@ export class FakeClient implements Client {
 
   readonly #store: FakeStore;
   readonly #statusKinds = new Set<string>();
-  readonly #actions: FakeAction[] = [];
-  readonly #hooks: RequestHook[] = [];
-  readonly #failures: Failure[] = [];
-  readonly #inHook = new AsyncLocalStorage<true>();
+  readonly #requests = new RequestLog();
   readonly #delivery: FakeEventDelivery | undefined;
   #watchStreams = 0;
 
@@ -208,17 +207,7 @@ export class FakeClient implements Client {
 
   /** Every request made through the Client methods, in order; optionally filtered. */
   actions(filter: FakeActionFilter = {}): FakeAction[] {
-    const verbs = filter.verb === undefined ? undefined : ([] as FakeVerb[]).concat(filter.verb);
-    const resId = filter.resource ? resourceId(filter.resource) : undefined;
-    return this.#actions
-      .filter(
-        (a) =>
-          (verbs === undefined || verbs.includes(a.verb)) &&
-          (resId === undefined || resourceId(a.resource) === resId) &&
-          (filter.namespace === undefined || a.namespace === filter.namespace) &&
-          (filter.name === undefined || a.name === filter.name),
-      )
-      .map((a) => ({ ...a }));
+    return this.#requests.actions(filter);
   }
 
   /** The recorded write requests (everything but get/list/watch), including failed ones. */
@@ -227,7 +216,7 @@ export class FakeClient implements Client {
   }
 
   clearActions(): void {
-    this.#actions.length = 0;
+    this.#requests.clear();
   }
 
   /**
@@ -238,10 +227,10 @@ export class FakeClient implements Client {
   failNext(verb: FakeVerb | '*', resource: Resource, error: Error): this;
   failNext(verb: FakeVerb | '*', resourceOrError: Resource | Error, error?: Error): this {
     if (resourceOrError instanceof Error) {
-      this.#failures.push({ verb, error: resourceOrError });
+      this.#requests.failNext(verb, undefined, resourceOrError);
     } else {
       if (!error) throw new TypeError('failNext(verb, resource, error): error is required');
-      this.#failures.push({ verb, resId: resourceId(resourceOrError), error });
+      this.#requests.failNext(verb, resourceId(resourceOrError), error);
     }
     return this;
   }
@@ -252,11 +241,7 @@ export class FakeClient implements Client {
    * simulate a concurrent writer. Returns a function that removes the hook.
    */
   onRequest(hook: RequestHook): () => void {
-    this.#hooks.push(hook);
-    return () => {
-      const index = this.#hooks.indexOf(hook);
-      if (index >= 0) this.#hooks.splice(index, 1);
-    };
+    return this.#requests.onRequest(hook);
   }
 
   /** Ends every open watch stream: cleanly, or with `error` after the already queued events. */
@@ -286,7 +271,7 @@ export class FakeClient implements Client {
     opts: { signal?: AbortSignal } = {},
   ): Promise<T> {
     const k = this.#requestKey(res, key, 'get');
-    await this.#begin({ verb: 'get', resource: res, ...this.#where(res, k) }, opts.signal);
+    await this.#requests.begin({ verb: 'get', resource: res, ...this.#where(res, k) }, opts.signal);
     const found = this.#store.lookup(res, k);
     if (!found) throw notFoundError(res, k.name);
     return copy<T>(found);
@@ -294,7 +279,7 @@ export class FakeClient implements Client {
 
   async list<T extends KubeObject>(res: Resource<T>, opts: ListOptions = {}): Promise<ObjectList<T>> {
     const namespace = res.namespaced ? opts.namespace || undefined : undefined;
-    await this.#begin(
+    await this.#requests.begin(
       { verb: 'list', resource: res, ...(namespace ? { namespace } : {}), options: opts },
       opts.signal,
     );
@@ -305,7 +290,7 @@ export class FakeClient implements Client {
     const input = incoming(obj, 'create');
     const namespace = res.namespaced ? input.metadata.namespace || undefined : undefined;
     if (res.namespaced && !namespace) throw badRequestError(`create ${res.kind}: a namespace is required`);
-    await this.#begin(
+    await this.#requests.begin(
       {
         verb: 'create',
         resource: res,
@@ -319,7 +304,10 @@ export class FakeClient implements Client {
     if (input.metadata.resourceVersion) {
       throw badRequestError('resourceVersion should not be set on objects to be created');
     }
-    return copy<T>(this.#store.createObject(res, input, opts));
+    const writer = this.#writer(res, opts);
+    return copy<T>(
+      this.#store.createObject(res, input, opts, (created) => managedAfterWrite(undefined, created, writer)),
+    );
   }
 
   async update<T extends KubeObject>(res: Resource<T>, obj: T, opts: WriteOptions = {}): Promise<T> {
@@ -354,7 +342,10 @@ export class FakeClient implements Client {
     opts: DeleteOptions = {},
   ): Promise<void> {
     const k = this.#requestKey(res, key, 'delete');
-    await this.#begin({ verb: 'delete', resource: res, ...this.#where(res, k), options: opts }, opts.signal);
+    await this.#requests.begin(
+      { verb: 'delete', resource: res, ...this.#where(res, k), options: opts },
+      opts.signal,
+    );
     const stored = this.#store.lookup(res, k);
     if (!stored) throw notFoundError(res, k.name);
     checkDeletePreconditions(res, stored, opts.preconditions);
@@ -377,8 +368,8 @@ export class FakeClient implements Client {
     };
     // The action is recorded and "now" is fixed when watch() is called; hooks, injected failures and
     // selector errors surface on the first next().
-    const intercepted = !this.#inHook.getStore();
-    if (intercepted) this.#actions.push(actionOf(request));
+    const intercepted = !this.#requests.inHook;
+    if (intercepted) this.#requests.record(request);
     const startRv = this.#store.rv;
     return {
       [Symbol.asyncIterator]: () =>
@@ -388,28 +379,10 @@ export class FakeClient implements Client {
           opts,
           namespace,
           startRv,
-          intercepted ? () => this.#intercept(request) : undefined,
-          this.#delayFor(res, namespace, opts),
+          intercepted ? () => this.#requests.intercept(request) : undefined,
+          this.#delivery && watchDelay(this.#delivery, res, namespace, opts, this.#watchStreams++),
         ),
     };
-  }
-
-  /** The delay of each event of a new watch stream, with the eventDelivery option. */
-  #delayFor(
-    res: Resource,
-    namespace: string | undefined,
-    opts: WatchOptions,
-  ): ((event: WatchEvent<KubeObject>) => number) | undefined {
-    const delivery = this.#delivery;
-    if (!delivery) return undefined;
-    const info: FakeWatchInfo = {
-      resource: res,
-      ...(namespace ? { namespace } : {}),
-      ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
-      ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
-      index: this.#watchStreams++,
-    };
-    return (event) => delivery.delayMs(info, event);
   }
 
   // ---------------------------------------------------------------------------------------------------
@@ -432,33 +405,6 @@ export class FakeClient implements Client {
       : { name: key.name };
   }
 
-  async #begin(request: FakeRequest, signal: AbortSignal | undefined): Promise<void> {
-    signal?.throwIfAborted();
-    if (this.#inHook.getStore()) return;
-    this.#actions.push(actionOf(request));
-    await this.#intercept(request);
-    signal?.throwIfAborted();
-  }
-
-  async #intercept(request: FakeRequest): Promise<void> {
-    for (const hook of [...this.#hooks]) {
-      const view: FakeRequest = {
-        ...request,
-        ...(request.object ? { object: jsonClone(request.object) } : {}),
-        ...(request.patch ? { patch: jsonClone(request.patch) } : {}),
-      };
-      await this.#inHook.run(true, () => hook(view));
-    }
-    const resId = resourceId(request.resource);
-    const index = this.#failures.findIndex(
-      (f) => (f.verb === '*' || f.verb === request.verb) && (f.resId === undefined || f.resId === resId),
-    );
-    if (index >= 0) {
-      const [failure] = this.#failures.splice(index, 1);
-      if (failure) throw failure.error;
-    }
-  }
-
   async #update<T extends KubeObject>(
     res: Resource<T>,
     obj: T,
@@ -467,7 +413,7 @@ export class FakeClient implements Client {
   ): Promise<T> {
     const input = incoming(obj, verb);
     const k = this.#store.key(res, { namespace: input.metadata.namespace, name: input.metadata.name ?? '' });
-    await this.#begin(
+    await this.#requests.begin(
       { verb, resource: res, ...this.#where(res, k), object: input, options: opts },
       opts.signal,
     );
@@ -481,6 +427,8 @@ export class FakeClient implements Client {
       verb === 'updateStatus'
         ? statusUpdate(stored, input)
         : mainUpdate(res, stored, input, this.hasStatusSubresource(res));
+    const writer = this.#writer(res, opts, verb === 'updateStatus');
+    setOrDelete(next.metadata, 'managedFields', managedAfterWrite(stored, next, writer));
     return copy<T>(this.#store.writeExisting(res, stored, next, opts, verb === 'update'));
   }
 
@@ -492,35 +440,36 @@ export class FakeClient implements Client {
     verb: 'patch' | 'patchStatus',
   ): Promise<T> {
     const k = this.#requestKey(res, key, verb);
-    await this.#begin(
+    await this.#requests.begin(
       { verb, resource: res, ...this.#where(res, k), patchType: patch.type, patch, options: opts },
       opts.signal,
     );
     if (verb === 'patchStatus' && !this.hasStatusSubresource(res)) throw this.#noStatus(res, k.name);
-    if (patch.type === 'apply') {
-      if (!isPlainObject(patch.body) || !isPlainObject(patch.body.metadata)) {
-        throw badRequestError('an apply patch must be an object with metadata');
-      }
-      const bodyName = patch.body.metadata.name;
-      if (bodyName !== undefined && bodyName !== k.name) {
-        throw badRequestError(
-          `the name of the object (${bodyName}) does not match the name on the URL (${k.name})`,
-        );
-      }
-    }
+    if (patch.type === 'apply') checkApplyBody(patch.body, k.name);
     const stored = this.#store.lookup(res, k);
+    const writer = this.#writer(res, opts, verb === 'patchStatus');
+    const scope = !this.hasStatusSubresource(res) ? 'all' : verb === 'patchStatus' ? 'status' : 'main';
     if (!stored) {
       if (patch.type === 'apply' && verb === 'patch') {
         const input = incoming(patch.body, 'apply');
         input.metadata.name = k.name;
         if (k.namespace) input.metadata.namespace = k.namespace;
         delete input.metadata.resourceVersion;
-        return copy<T>(this.#store.createObject(res, input, opts));
+        const { managedFields } = serverSideApply(undefined, input, { writer, force: false, scope });
+        return copy<T>(this.#store.createObject(res, input, opts, () => managedFields));
       }
       throw notFoundError(res, k.name);
     }
 
-    const patched = patchedObject(stored, patch);
+    const applied =
+      patch.type === 'apply'
+        ? serverSideApply(stored, incoming(patch.body, 'apply'), {
+            writer,
+            force: patch.force === true,
+            scope,
+          })
+        : undefined;
+    const patched = applied ? applied.object : patchedObject(stored, patch);
     if (!isPlainObject(patched) || !isPlainObject(patched.metadata)) {
       throw unprocessableError('the patched object must be an object with metadata');
     }
@@ -541,7 +490,19 @@ export class FakeClient implements Client {
       verb === 'patchStatus'
         ? statusUpdate(stored, candidate)
         : mainUpdate(res, stored, candidate, this.hasStatusSubresource(res));
+    const managed = applied ? applied.managedFields : managedAfterWrite(stored, next, writer);
+    setOrDelete(next.metadata, 'managedFields', managed);
     return copy<T>(this.#store.writeExisting(res, stored, next, opts, verb === 'patch'));
+  }
+
+  /** Who a write is from, for metadata.managedFields. */
+  #writer(res: Resource, opts: WriteOptions, status = false): Writer {
+    return {
+      manager: opts.fieldManager ?? this.fieldManager,
+      apiVersion: res.apiVersion,
+      ...(status ? { subresource: 'status' as const } : {}),
+      now: this.#store.timestamp(),
+    };
   }
 
   #noStatus(res: Resource, name: string): Error {

@@ -5,6 +5,7 @@
  */
 import type { KubeObject, WatchEvent } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
+import type { WatchOptions } from '../client/types.ts';
 
 /** The watch stream a delay is asked for. */
 export interface FakeWatchInfo {
@@ -23,6 +24,24 @@ export interface FakeEventDelivery {
    * and stream; a stream still delivers in order (an event is never handed out before the previous one).
    */
   delayMs: (watch: FakeWatchInfo, event: WatchEvent<KubeObject>) => number;
+}
+
+/** The delay of each event of a new watch stream (the `index`-th the client opened). */
+export function watchDelay(
+  delivery: FakeEventDelivery,
+  resource: Resource,
+  namespace: string | undefined,
+  opts: WatchOptions,
+  index: number,
+): (event: WatchEvent<KubeObject>) => number {
+  const info: FakeWatchInfo = {
+    resource,
+    ...(namespace ? { namespace } : {}),
+    ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+    ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
+    index,
+  };
+  return (event) => delivery.delayMs(info, event);
 }
 
 /** mulberry32: a small seeded PRNG, good enough for test jitter. */

@@ -5,11 +5,12 @@
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import type { KubeObject, ObjectKey } from '../api/object.ts';
+import type { KubeObject, ManagedFieldsEntry, ObjectKey } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { resourceId } from '../api/resource.ts';
 import type { DeleteOptions, Patch, WriteOptions } from '../client/types.ts';
 import { alreadyExistsError, badRequestError, invalidError, unprocessableError } from './errors.ts';
+import { applyMerge } from './fake-fields.ts';
 import { checkNewFinalizers, checkObjectName, normalizeMeta, specOf } from './fake-validation.ts';
 import {
   applyJsonPatch,
@@ -217,7 +218,13 @@ export class FakeStore {
     return this.commit(res, existing ? 'MODIFIED' : 'ADDED', obj, existing);
   }
 
-  createObject(res: Resource, input: Obj, opts: WriteOptions): Obj {
+  /** Creates `input` (a private copy); `manage` gives the new object's metadata.managedFields. */
+  createObject(
+    res: Resource,
+    input: Obj,
+    opts: WriteOptions,
+    manage?: (created: Obj) => ManagedFieldsEntry[] | undefined,
+  ): Obj {
     const meta = input.metadata;
     if (res.namespaced && !meta.namespace) {
       throw badRequestError(
@@ -254,6 +261,7 @@ export class FakeStore {
     delete meta.deletionGracePeriodSeconds;
     delete meta.managedFields;
     if (this.#hasStatus(res)) delete input.status;
+    if (manage) setOrDelete(meta, 'managedFields', manage(input));
     if (opts.dryRun) return input;
     return this.commit(res, 'ADDED', input);
   }
@@ -387,7 +395,7 @@ export function patchedObject(stored: Obj, patch: Patch): unknown {
         patched = applyJsonPatch(stored, patch.body);
         break;
       case 'apply':
-        patched = strategicMergePatch(stored, patch.body);
+        patched = applyMerge(stored, patch.body);
         break;
       default:
         throw new PatchError(`unsupported patch type "${String((patch as { type: unknown }).type)}"`, true);

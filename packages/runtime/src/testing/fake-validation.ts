@@ -139,3 +139,16 @@ export function checkDeletePreconditions(
     );
   }
 }
+
+/** An apply patch is an object with metadata, naming the object of the URL if it names one. */
+export function checkApplyBody(body: unknown, name: string): void {
+  if (!isPlainObject(body) || !isPlainObject(body.metadata)) {
+    throw badRequestError('an apply patch must be an object with metadata');
+  }
+  const bodyName = body.metadata.name;
+  if (bodyName !== undefined && bodyName !== name) {
+    throw badRequestError(
+      `the name of the object (${String(bodyName)}) does not match the name on the URL (${name})`,
+    );
+  }
+}

@@ -172,7 +172,7 @@ export function serverSideApply(live: Obj | undefined, config: Obj, request: App
       manager: BEFORE_FIRST_APPLY,
       operation: 'Update',
       apiVersion: writer.apiVersion,
-      set: appliedSet(live, 'all'),
+      set: changes(undefined, live).added, // all of it, as if it had just been created
     });
   }
   const applied = jsonClone(scoped(config, scope));

@@ -240,7 +240,10 @@ describe('FakeClient: field managers', () => {
       force: true,
       body: cmBody({ data: { a: '2' } }),
     });
-    assert.deepEqual(owners(forced), { 'opkit/Apply': { 'f:data': { 'f:a': {} } } });
+    assert.deepEqual(owners(forced), {
+      'before-first-apply/Update': { 'f:data': {} },
+      'opkit/Apply': { 'f:data': { 'f:a': {} } },
+    });
   });
 
   it('a no-op apply or update stores nothing', async () => {

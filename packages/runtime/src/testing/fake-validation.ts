@@ -140,10 +140,17 @@ export function checkDeletePreconditions(
   }
 }
 
-/** An apply patch is an object with metadata, naming the object of the URL if it names one. */
+/**
+ * An apply patch is an object with metadata, naming the object of the URL if it names one, and without
+ * managedFields (an applied configuration built from a read object often still carries them).
+ */
 export function checkApplyBody(body: unknown, name: string): void {
   if (!isPlainObject(body) || !isPlainObject(body.metadata)) {
     throw badRequestError('an apply patch must be an object with metadata');
+  }
+  const managed = body.metadata.managedFields;
+  if (managed !== undefined && managed !== null && !(Array.isArray(managed) && managed.length === 0)) {
+    throw badRequestError('metadata.managedFields must be nil');
   }
   const bodyName = body.metadata.name;
   if (bodyName !== undefined && bodyName !== name) {

@@ -195,6 +195,24 @@ describe('FakeClient and kube-apiserver: the same requests, the same outcomes', 
         (c) => c.patch(ConfigMaps, cmKey, cmApply({ data: { a: '9', c: '3' } }), as('mgr-b')),
       ],
       [
+        'apply with managedFields in the body',
+        (c) =>
+          c.patch(
+            ConfigMaps,
+            cmKey,
+            cmApply({
+              metadata: {
+                ...cmKey,
+                managedFields: [
+                  { manager: 'mgr-b', operation: 'Apply', fieldsType: 'FieldsV1', fieldsV1: {} },
+                ],
+              },
+              data: { a: '9' },
+            }),
+            as('mgr-b'),
+          ),
+      ],
+      [
         'merge patch U removes a',
         (c) => c.patch(ConfigMaps, cmKey, { type: 'merge', body: { data: { a: null } } }, as('mgr-u')),
       ],

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
 import type { KubeObject } from '../../src/api/object.ts';
 import { defineResource } from '../../src/api/resource.ts';
-import { ConflictError } from '../../src/client/errors.ts';
+import { BadRequestError, ConflictError } from '../../src/client/errors.ts';
 import { FakeClient } from '../../src/testing/index.ts';
 
 interface Widget extends KubeObject {
@@ -244,6 +244,19 @@ describe('FakeClient: field managers', () => {
       'before-first-apply/Update': { 'f:data': {} },
       'opkit/Apply': { 'f:data': { 'f:a': {} } },
     });
+  });
+
+  it('refuses an applied configuration that carries managedFields (400), as the API server does', async () => {
+    const fake = new FakeClient();
+    const created = await fake.patch(ConfigMaps, key, { type: 'apply', body: cmBody({ data: { a: '1' } }) });
+    await assert.rejects(
+      fake.patch(ConfigMaps, key, { type: 'apply', body: { ...created, data: { a: '2' } } as ConfigMap }),
+      (err: unknown) => {
+        assert.ok(err instanceof BadRequestError);
+        assert.equal(err.message, 'metadata.managedFields must be nil');
+        return true;
+      },
+    );
   });
 
   it('a no-op apply or update stores nothing', async () => {

@@ -38,18 +38,6 @@
  * delays), fake-apply.ts and fake-fields.ts (field managers), fake-validation.ts (what is refused),
  * fake-requests.ts (action log, hooks, injected failures), fake-types.ts (public types).
  */
-import {
-  CustomResourceDefinitions,
-  Deployments,
-  Namespaces,
-  Nodes,
-  PersistentVolumeClaims,
-  PersistentVolumes,
-  PodDisruptionBudgets,
-  Pods,
-  Services,
-  StatefulSets,
-} from '../api/builtin.ts';
 import type { KubeObject, ObjectKey, ObjectList, WatchEvent } from '../api/object.ts';
 import { parseKey } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
@@ -89,8 +77,10 @@ import {
   type RequestHook,
 } from './fake-types.ts';
 import {
+  BUILTINS_WITH_STATUS,
   checkApplyBody,
   checkDeletePreconditions,
+  checkPatchedIdentity,
   checkPreconditions,
   checkUnconditionalUpdate,
   incoming,
@@ -108,19 +98,6 @@ export {
   READ_VERBS,
   type RequestHook,
 } from './fake-types.ts';
-
-const BUILTINS_WITH_STATUS: readonly Resource[] = [
-  Pods,
-  Services,
-  PersistentVolumeClaims,
-  PersistentVolumes,
-  Namespaces,
-  Nodes,
-  StatefulSets,
-  Deployments,
-  PodDisruptionBudgets,
-  CustomResourceDefinitions,
-];
 
 export class FakeClient implements Client {
   readonly fieldManager: string;
@@ -475,16 +452,7 @@ export class FakeClient implements Client {
     }
     const candidate = incoming(patched, verb);
     const meta = candidate.metadata;
-    if (meta.name !== stored.metadata.name) {
-      throw badRequestError(
-        `the name of the object (${meta.name ?? ''}) does not match the name on the URL (${k.name})`,
-      );
-    }
-    if (res.namespaced && meta.namespace !== stored.metadata.namespace) {
-      throw badRequestError(
-        `the namespace of the object (${meta.namespace ?? ''}) does not match the namespace on the URL (${k.namespace ?? ''})`,
-      );
-    }
+    checkPatchedIdentity(res, stored, meta, k);
     checkPreconditions(res, stored, meta);
     const next =
       verb === 'patchStatus'

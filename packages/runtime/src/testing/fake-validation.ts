@@ -1,5 +1,17 @@
 /** What the fake client refuses, as the API server does: malformed objects, stale preconditions, ... */
-import type { KubeObject, ObjectMeta } from '../api/object.ts';
+import {
+  CustomResourceDefinitions,
+  Deployments,
+  Namespaces,
+  Nodes,
+  PersistentVolumeClaims,
+  PersistentVolumes,
+  PodDisruptionBudgets,
+  Pods,
+  Services,
+  StatefulSets,
+} from '../api/builtin.ts';
+import type { KubeObject, ObjectKey, ObjectMeta } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { badRequestError, conflictError, invalidError, unconditionalUpdateError } from './errors.ts';
 import { isPlainObject, jsonClone } from './patch.ts';
@@ -49,6 +61,20 @@ export function checkPreconditions(res: Resource, stored: Obj, meta: ObjectMeta)
     throw conflictError(res, name);
   }
 }
+
+/** The built-in kinds that have a status subresource. */
+export const BUILTINS_WITH_STATUS: readonly Resource[] = [
+  Pods,
+  Services,
+  PersistentVolumeClaims,
+  PersistentVolumes,
+  Namespaces,
+  Nodes,
+  StatefulSets,
+  Deployments,
+  PodDisruptionBudgets,
+  CustomResourceDefinitions,
+];
 
 /** The API groups Kubernetes serves itself (1.34); any other group is a custom resource's. */
 const BUILTIN_GROUPS: ReadonlySet<string> = new Set([
@@ -156,6 +182,20 @@ export function checkApplyBody(body: unknown, name: string): void {
   if (bodyName !== undefined && bodyName !== name) {
     throw badRequestError(
       `the name of the object (${String(bodyName)}) does not match the name on the URL (${name})`,
+    );
+  }
+}
+
+/** A patch cannot rename an object or move it to another namespace. */
+export function checkPatchedIdentity(res: Resource, stored: Obj, meta: ObjectMeta, url: ObjectKey): void {
+  if (meta.name !== stored.metadata.name) {
+    throw badRequestError(
+      `the name of the object (${meta.name ?? ''}) does not match the name on the URL (${url.name})`,
+    );
+  }
+  if (res.namespaced && meta.namespace !== stored.metadata.namespace) {
+    throw badRequestError(
+      `the namespace of the object (${meta.namespace ?? ''}) does not match the namespace on the URL (${url.namespace ?? ''})`,
     );
   }
 }

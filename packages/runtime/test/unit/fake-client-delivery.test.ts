@@ -3,9 +3,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
+import { type ConfigMap, ConfigMaps, Secrets } from '../../src/api/builtin.ts';
 import type { KubeObject, WatchEvent } from '../../src/api/object.ts';
-import { FakeClient, type FakeWatchInfo, randomDelays } from '../../src/testing/index.ts';
+import { Cache } from '../../src/cache/cache.ts';
+import { eventually, FakeClient, type FakeWatchInfo, randomDelays } from '../../src/testing/index.ts';
 
 const cm = (name: string, v: string): ConfigMap => ({
   metadata: { namespace: 'default', name },
@@ -131,5 +132,27 @@ describe('FakeClient: eventDelivery (per-watch delays)', () => {
     await stream.ended;
     assert.deepEqual(stream.events, []);
     assert.equal(fake.activeWatches(), 0);
+  });
+
+  it("lets one informer's cache be behind another's, as on a cluster", async () => {
+    const fake = new FakeClient({
+      eventDelivery: { delayMs: (watch) => (watch.resource === Secrets ? 3_600_000 : 0) },
+    });
+    const cache = new Cache(fake);
+    const stop = new AbortController();
+    const running = cache.start(stop.signal);
+    await cache.list(ConfigMaps);
+    await cache.list(Secrets); // both informers synced (lists are not delayed)
+    await fake.create(Secrets, { metadata: { namespace: 'default', name: 's' } });
+    await fake.create(ConfigMaps, cm('c', '1'));
+    const key = { namespace: 'default', name: 'c' };
+    await eventually('the ConfigMap in the cache', () => cache.get(ConfigMaps, key), { timeoutMs: 30_000 });
+    assert.equal(
+      await cache.get(Secrets, { namespace: 'default', name: 's' }),
+      undefined,
+      'the Secrets informer has not seen the Secret created before the ConfigMap',
+    );
+    stop.abort();
+    await running;
   });
 });

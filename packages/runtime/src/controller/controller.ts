@@ -36,6 +36,7 @@ import type { Runnable } from '../manager/runnable.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
 import { defaultControllerRateLimiter } from '../queue/rate-limiter.ts';
 import { WorkQueue } from '../queue/work-queue.ts';
+import { aborted } from '../util/abort.ts';
 import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
 import type { EventHandler, RequestSink } from './handler.ts';
 import {
@@ -455,9 +456,4 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
     this.#metrics.reconcileErrors.inc({ controller: this.name });
     this.#metrics.observeReconcile(this.name, 'error', seconds);
   }
-}
-
-function aborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }

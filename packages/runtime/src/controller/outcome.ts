@@ -1,6 +1,7 @@
 /** Calling a reconciler and classifying how it ended (the controller acts on the outcome). */
 import type { KubeObject } from '../api/object.ts';
 import { TooManyRequestsError } from '../client/errors.ts';
+import { findCause } from '../util/errors.ts';
 import type { ReconcileContext, Reconciler, ReconcileTimeoutError, Request, Result } from './reconcile.ts';
 
 export type Outcome =
@@ -28,12 +29,7 @@ export function invokeReconciler<T extends KubeObject>(
 
 /** The TooManyRequestsError `err` is or was caused by (searching its `cause` chain), if any. */
 export function tooManyRequests(err: unknown): TooManyRequestsError | undefined {
-  const seen = new Set<unknown>();
-  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
-    if (e instanceof TooManyRequestsError) return e;
-    seen.add(e);
-  }
-  return undefined;
+  return findCause(err, TooManyRequestsError);
 }
 
 /** A JS runtime fault (the closest thing to a Go panic): ReferenceError, or TypeError with no cause. */

@@ -9,6 +9,7 @@ import type { KubeObject, ManagedFieldsEntry, ObjectKey } from '../api/object.ts
 import type { Resource } from '../api/resource.ts';
 import { resourceId } from '../api/resource.ts';
 import type { DeleteOptions, Patch, WriteOptions } from '../client/types.ts';
+import { deepFreeze } from '../util/freeze.ts';
 import { alreadyExistsError, badRequestError, invalidError, unprocessableError } from './errors.ts';
 import { applyMerge } from './fake-fields.ts';
 import { checkNewFinalizers, checkObjectName, normalizeMeta, specOf } from './fake-validation.ts';
@@ -43,14 +44,6 @@ export interface Watcher {
 }
 
 const NAME_SUFFIX_ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
-
-function deepFreeze<V>(value: V): V {
-  if (typeof value === 'object' && value !== null) {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
-}
 
 /** Stored objects are frozen; this returns a private, mutable copy. */
 export function copy<T>(value: unknown): T {

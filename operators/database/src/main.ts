@@ -8,7 +8,7 @@
  * Every flag has an environment variable (flags win): KUBECONFIG, WATCH_NAMESPACE, LEADER_ELECT,
  * LEADER_ELECTION_NAMESPACE, METRICS_BIND_ADDRESS, HEALTH_PROBE_BIND_ADDRESS, MAX_CONCURRENT_RECONCILES,
  * SYNC_PERIOD, KUBE_API_QPS, KUBE_API_BURST, LOG_LEVEL. SIGTERM / SIGINT shut down gracefully: in-flight reconciles finish, events are flushed and
- * the leader election Lease is released so another replica takes over at once.
+ * the leader election Lease is released so another replica takes over within its retry period.
  */
 import { parseArgs as parseNodeArgs } from 'node:util';
 import {

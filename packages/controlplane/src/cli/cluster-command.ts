@@ -1,21 +1,30 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { clusterDown, clusterStatus, clusterUp, runningCluster } from '../cluster/commands.ts';
+import { clusterDir } from '../cluster/state.ts';
 import type { Mode } from '../controlplane.ts';
-import { install } from '../install/install.ts';
+import { install, installNode } from '../install/install.ts';
+import { loadImage, nodeSockets } from '../node/load-image.ts';
 
 export interface ClusterFlags {
   name?: string;
   mode?: string;
   nodes?: string;
+  'real-nodes'?: string;
   print?: boolean;
 }
 
 /** Runs one cluster command; returns the exit code. Shared by opkit-controlplane and `opkit cluster`. */
-export async function runClusterCommand(command: string, flags: ClusterFlags): Promise<number> {
+export async function runClusterCommand(
+  command: string,
+  flags: ClusterFlags,
+  args: string[] = [],
+): Promise<number> {
   const name = flags.name ?? 'opkit';
   switch (command) {
     case 'install': {
       const inst = await install();
+      if (Number(flags['real-nodes'] ?? 0) > 0) await installNode();
       console.log(inst.binDir);
       return 0;
     }
@@ -30,10 +39,27 @@ export async function runClusterCommand(command: string, flags: ClusterFlags): P
         console.error(`error: --nodes must be a whole number, not "${flags.nodes}"`);
         return 2;
       }
-      const state = await clusterUp({ name, mode: mode as Mode, nodes });
+      const realNodes = Number(flags['real-nodes'] ?? 0);
+      if (!Number.isInteger(realNodes) || realNodes < 0 || (realNodes > 0 && mode !== 'cluster')) {
+        console.error(
+          `error: --real-nodes must be a whole number (cluster mode only), not "${flags['real-nodes']}"`,
+        );
+        return 2;
+      }
+      const state = await clusterUp({ name, mode: mode as Mode, nodes, realNodes });
       console.error(`cluster "${name}" is up at ${state.server}`);
       console.error(`try: kubectl --kubeconfig ${state.kubeconfigPath} get nodes`);
       console.log(state.kubeconfigPath);
+      return 0;
+    }
+    case 'load-image': {
+      const source = args[0];
+      if (!source) {
+        console.error('error: load-image needs the path of an OCI archive or OCI layout directory');
+        return 2;
+      }
+      await loadImage(nodeSockets(join(clusterDir(name), 'run')), source);
+      console.error(`loaded ${source} into the real nodes of cluster "${name}"`);
       return 0;
     }
     case 'down': {
@@ -66,7 +92,9 @@ export async function runClusterCommand(command: string, flags: ClusterFlags): P
       return 0;
     }
     default:
-      console.error(`error: unknown command "${command}" (expected install, up, down, status or kubeconfig)`);
+      console.error(
+        `error: unknown command "${command}" (expected install, up, down, status, kubeconfig or load-image)`,
+      );
       return 2;
   }
 }

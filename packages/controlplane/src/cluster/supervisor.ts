@@ -6,10 +6,13 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Mode, start } from '../controlplane.ts';
+import { sweepStale } from '../node/teardown.ts';
 import { type ClusterState, clusterDir, statePath } from './state.ts';
 
 const [name = 'opkit', mode = 'cluster', nodes = '3', realNodes = '0'] = process.argv.slice(2);
 const dir = join(clusterDir(name), 'run');
+// A crashed run's real nodes hold mounts under `dir`: take them down before removing it.
+sweepStale();
 rmSync(dir, { recursive: true, force: true });
 
 const log = (line: string) => process.stdout.write(`${new Date().toISOString()} ${line}\n`);

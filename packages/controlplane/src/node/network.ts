@@ -42,6 +42,8 @@ export interface NetworkRecord {
   network: ClusterNetwork;
   /** Directories holding node state (containerd, kubelet): processes and mounts under them are ours. */
   dirs: string[];
+  /** The control plane's directory: after a crash, its orphaned etcd and API server go too. */
+  clusterDir?: string;
 }
 
 /** Pure: the addresses and names of a cluster network, given its id and subnet index K. */
@@ -118,6 +120,7 @@ export function removeRecord(id: string): void {
 export async function createNetwork(
   count: number,
   dirs: string[],
+  clusterDir: string,
   nodeName: (i: number) => string,
 ): Promise<ClusterNetwork> {
   mkdirSync(RECORDS, { recursive: true });
@@ -127,7 +130,7 @@ export async function createNetwork(
     async () => {
       const id = randomBytes(3).toString('hex');
       const net = planNetwork(id, freeSubnetIndex(hostAddresses()), count, nodeName);
-      const record: NetworkRecord = { ownerPid: process.pid, network: net, dirs };
+      const record: NetworkRecord = { ownerPid: process.pid, network: net, dirs, clusterDir };
       writeFileSync(recordPath(id), JSON.stringify(record, null, 2));
       sh('ip', ['link', 'add', net.bridge, 'type', 'bridge']);
       sh('ip', ['addr', 'add', `${net.hostIp}/24`, 'dev', net.bridge]);

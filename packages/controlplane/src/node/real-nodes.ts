@@ -49,8 +49,8 @@ export async function prepareRealNodes(count: number, clusterDir: string, log: (
   sweepStale(log);
   const nodesDir = join(clusterDir, 'nodes');
   mkdirSync(nodesDir, { recursive: true });
-  const network = await createNetwork(count, [nodesDir], realNodeName);
-  const record: NetworkRecord = { ownerPid: process.pid, network, dirs: [nodesDir] };
+  const network = await createNetwork(count, [nodesDir], clusterDir, realNodeName);
+  const record: NetworkRecord = { ownerPid: process.pid, network, dirs: [nodesDir], clusterDir };
   return { record, network, nodesDir } satisfies PreparedNodes;
 }
 
@@ -135,7 +135,8 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
     if (stopped) return;
     stopped = true;
     // Kubelets first (no restarts of what we are about to kill), then the rest; teardown kills containers.
-    for (const p of [...processes].reverse()) await p.stop(5000);
+    // A short grace: teardown() kills whatever is left, containers included.
+    for (const p of [...processes].reverse()) await p.stop(2000);
     forwarder?.close();
     teardown(record);
   };

@@ -25,11 +25,16 @@ function removeCgroupTree(path: string): void {
   }
 }
 
-export function teardown(record: NetworkRecord): void {
+export function teardown(record: NetworkRecord, opts: { orphans?: boolean } = {}): void {
   const { network, dirs } = record;
+  // A crashed run's control plane (etcd, API server...) has no parent left to stop it.
+  const orphanDir = opts.orphans && record.clusterDir ? `${record.clusterDir}/` : undefined;
   const cgroupMarks = network.nodes.map((n) => `${cgroupRoot(n.netns)}/`);
   killMatching(
-    (p) => dirs.some((d) => p.cmdline.includes(d)) || cgroupMarks.some((m) => p.cgroup.includes(m)),
+    (p) =>
+      dirs.some((d) => p.cmdline.includes(d)) ||
+      cgroupMarks.some((m) => p.cgroup.includes(m)) ||
+      (!!orphanDir && p.cmdline.includes(orphanDir)),
   );
   for (const d of dirs) unmountAll(d);
   deleteNetwork(network);
@@ -60,7 +65,7 @@ export function sweepStale(log: (line: string) => void = () => {}): string[] {
   for (const record of readRecords()) {
     if (isAlive(record.ownerPid)) continue;
     log(`cleaning up real nodes of a crashed run (${record.network.id}, pid ${record.ownerPid})`);
-    teardown(record);
+    teardown(record, { orphans: true });
     swept.push(record.network.id);
   }
   return swept;

@@ -4,6 +4,8 @@
  * nothing is left on the host.
  */
 import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE, SHELL_IMAGE } from '../../src/images/recipes.ts';
 import { type ControlPlane, start } from '../../src/index.ts';
@@ -236,6 +238,102 @@ describe('a mixed cluster with a real node', { timeout: 900_000 }, () => {
       await eventually('the kept row', async () => psql('pg-0', '127.0.0.1', 'select v from kept')),
       '42',
     );
+  });
+
+  test('a restricted namespace admits only a compliant pod; runAsUser and fsGroup are applied', async () => {
+    const ns = 'restricted';
+    await client.json('POST', '/api/v1/namespaces', {
+      metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    });
+    await eventually(
+      'the default ServiceAccount',
+      async () => (await client.raw('GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).code === 200,
+    );
+    const container = {
+      name: 'main',
+      image: SHELL_IMAGE,
+      imagePullPolicy: 'Never',
+      command: ['sleep', '3600'],
+      volumeMounts: [{ name: 'scratch', mountPath: '/data' }],
+    };
+    const pod = (name: string, compliant: boolean) => ({
+      metadata: { name },
+      spec: {
+        ...ON_REAL_NODE,
+        terminationGracePeriodSeconds: 1,
+        volumes: [{ name: 'scratch', emptyDir: {} }],
+        securityContext: compliant
+          ? { runAsNonRoot: true, runAsUser: 1000, fsGroup: 2000, seccompProfile: { type: 'RuntimeDefault' } }
+          : undefined,
+        containers: [
+          compliant
+            ? {
+                ...container,
+                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+              }
+            : container,
+        ],
+      },
+    });
+    const rejected = await client.raw('POST', `/api/v1/namespaces/${ns}/pods`, pod('loose', false));
+    assert.equal(rejected.code, 403, rejected.text);
+    assert.match(rejected.text, /violates PodSecurity/);
+    await client.json('POST', `/api/v1/namespaces/${ns}/pods`, pod('strict', true));
+    await eventually(
+      'the compliant pod Ready',
+      async () => {
+        const p = await client.json<Pod>('GET', `/api/v1/namespaces/${ns}/pods/strict`);
+        return isReady(p);
+      },
+      180_000,
+    );
+    const ids = exec(cp, ns, 'strict', ['bash', '-c', 'id -u; id -G; stat -c %g /data']).trim().split('\n');
+    assert.equal(ids[0], '1000');
+    assert.ok(ids[1]!.split(' ').includes('2000'), `supplementary groups: ${ids[1]}`);
+    assert.equal(ids[2], '2000');
+  });
+
+  test('deletion sends SIGTERM and waits terminationGracePeriodSeconds, then kills', async () => {
+    // The pods write to a host directory, which outlives them: what the TERM handler managed to do.
+    const hostDir = join(cp.dir, 'sigterm');
+    mkdirSync(hostDir, { recursive: true });
+    const handler = (name: string, handlerSeconds: number, grace: number) => ({
+      metadata: { name },
+      spec: {
+        ...ON_REAL_NODE,
+        terminationGracePeriodSeconds: grace,
+        volumes: [{ name: 'out', hostPath: { path: hostDir, type: 'Directory' } }],
+        containers: [
+          {
+            name: 'main',
+            image: SHELL_IMAGE,
+            imagePullPolicy: 'Never',
+            command: [
+              'bash',
+              '-c',
+              `trap 'echo term >> /out/${name}; sleep ${handlerSeconds}; echo done >> /out/${name}; exit 0' TERM; echo up > /out/${name}; while true; do sleep 0.2; done`,
+            ],
+            volumeMounts: [{ name: 'out', mountPath: '/out' }],
+          },
+        ],
+      },
+    });
+    // Handler within the grace period: it completes. Handler longer than the grace period: killed in it.
+    await client.json('POST', `/api/v1/namespaces/${NS}/pods`, handler('graceful', 2, 30));
+    await client.json('POST', `/api/v1/namespaces/${NS}/pods`, handler('overdue', 60, 2));
+    await Promise.all([readyPod('graceful'), readyPod('overdue')]);
+    const file = (n: string) => (existsSync(join(hostDir, n)) ? readFileSync(join(hostDir, n), 'utf8') : '');
+    await eventually('both handlers installed', async () => file('graceful') && file('overdue'));
+    await client.raw('DELETE', `/api/v1/namespaces/${NS}/pods/graceful`);
+    await client.raw('DELETE', `/api/v1/namespaces/${NS}/pods/overdue`);
+    const gone = (n: string) => async () =>
+      (await client.raw('GET', `/api/v1/namespaces/${NS}/pods/${n}`)).code === 404;
+    await Promise.all([
+      eventually('graceful gone', gone('graceful'), 120_000),
+      eventually('overdue gone', gone('overdue'), 120_000),
+    ]);
+    assert.equal(file('graceful'), 'up\nterm\ndone\n');
+    assert.equal(file('overdue'), 'up\nterm\n');
   });
 
   test('stop leaves no process, mount, netns, network device, cgroup or iptables chain behind', async () => {

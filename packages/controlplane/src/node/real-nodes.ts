@@ -6,8 +6,9 @@
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { waitFor } from '../components/etcd.ts';
 import { ensureImage } from '../images/build.ts';
 import { PAUSE_IMAGE, SHELL_IMAGE } from '../images/recipes.ts';
@@ -28,7 +29,6 @@ import {
   nodePaths,
   REAL_NODE_LABEL,
 } from './configs.ts';
-import { forwardTcp } from './forward.ts';
 import { importArchive, loadImage } from './load-image.ts';
 import { type ClusterNetwork, createNetwork, type NetworkRecord, REAL_POD_CIDR } from './network.ts';
 import { checkNodePrerequisites } from './prereqs.ts';
@@ -36,6 +36,19 @@ import { netnsPath } from './sys.ts';
 import { sweepStale, teardown } from './teardown.ts';
 
 export const realNodeName = (i: number) => `real-node-${i}`;
+
+const FORWARD_SCRIPT = fileURLToPath(new URL('./forward.ts', import.meta.url));
+
+function canConnect(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, host);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
 
 export interface PreparedNodes {
   record: NetworkRecord;
@@ -124,11 +137,9 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
   const { network, nodesDir, record } = o.prepared;
   const processes: ManagedProcess[] = [];
   const paths: NodePaths[] = [];
-  let forwarder: Server | undefined;
   let stopped = false;
   const killNow = () => {
     for (const p of processes) p.killNow();
-    forwarder?.close();
     teardown(record);
   };
   const stop = async () => {
@@ -137,12 +148,19 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
     // Kubelets first (no restarts of what we are about to kill), then the rest; teardown kills containers.
     // A short grace: teardown() kills whatever is left, containers included.
     for (const p of [...processes].reverse()) await p.stop(2000);
-    forwarder?.close();
     teardown(record);
   };
   try {
     const started = Date.now();
-    forwarder = await forwardTcp(network.hostIp, o.apiPort, o.apiPort);
+    const forwarder = new ManagedProcess(
+      'api-forwarder',
+      process.execPath,
+      // The last argument names the run, so a crashed run's sweep finds this process too.
+      [FORWARD_SCRIPT, network.hostIp, String(o.apiPort), String(o.apiPort), nodesDir],
+      join(nodesDir, 'api-forwarder.log'),
+    );
+    processes.push(forwarder);
+    await waitFor('the API server forwarder', forwarder, () => canConnect(network.hostIp, o.apiPort));
     const server = `https://${network.hostIp}:${o.apiPort}`;
     const archives = [];
     for (const image of [PAUSE_IMAGE, SHELL_IMAGE, ...(o.images ?? [])])

@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { clusterDown, clusterStatus, clusterUp, runningCluster } from '../cluster/commands.ts';
 import { clusterDir } from '../cluster/state.ts';
 import type { Mode } from '../controlplane.ts';
-import { install, installNode } from '../install/install.ts';
+import { RECIPES } from '../images/recipes.ts';
+import { install } from '../install/install.ts';
+import { prepareRealNodeHost } from '../node/host.ts';
 import { loadImage, nodeSockets } from '../node/load-image.ts';
 
 export interface ClusterFlags {
@@ -24,7 +26,9 @@ export async function runClusterCommand(
   switch (command) {
     case 'install': {
       const inst = await install();
-      if (Number(flags['real-nodes'] ?? 0) > 0) await installNode();
+      // With real nodes: kubelet, kube-proxy, CoreDNS and every opkit image, so later starts only import.
+      if (Number(flags['real-nodes'] ?? 0) > 0)
+        await prepareRealNodeHost((l) => console.error(l), Object.keys(RECIPES));
       console.log(inst.binDir);
       return 0;
     }

@@ -15,7 +15,8 @@ const USAGE = `Usage: opkit-controlplane <command> [flags]
 
 Commands:
   install               build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
-                        into the cache directory ($OPKIT_CACHE_DIR, default ~/.cache/opkit)
+                        into the cache directory ($OPKIT_CACHE_DIR, default ~/.cache/opkit);
+                        with --real-nodes 1 also kubelet, kube-proxy, CoreDNS and the opkit.local images
   up                    start a local cluster in the background and print its kubeconfig path
   down                  stop it and remove its files
   status                show whether it runs, its server and its nodes

@@ -7,5 +7,5 @@ import { checkNodePrerequisites } from './prereqs.ts';
 export async function prepareRealNodeHost(log: (line: string) => void, images: string[] = []): Promise<void> {
   checkNodePrerequisites();
   await installNode({ log });
-  for (const image of [PAUSE_IMAGE, SHELL_IMAGE, ...images]) await ensureImage(image, log);
+  for (const image of new Set([PAUSE_IMAGE, SHELL_IMAGE, ...images])) await ensureImage(image, log);
 }

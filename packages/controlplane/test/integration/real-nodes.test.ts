@@ -76,7 +76,11 @@ describe('a mixed cluster with a real node', { timeout: 900_000 }, () => {
       },
     });
     // Synchronously, as a test using execSync would: the node must not depend on this event loop.
-    const wait = kubectl(cp, ['wait', '-n', NS, '--for=condition=Ready', 'pod/shell', '--timeout=150s'], 160_000);
+    const wait = kubectl(
+      cp,
+      ['wait', '-n', NS, '--for=condition=Ready', 'pod/shell', '--timeout=150s'],
+      160_000,
+    );
     assert.equal(wait.code, 0, wait.out);
     const pod = await readyPod('shell');
     assert.equal(pod.spec.nodeName, cp.realNodes[0]);

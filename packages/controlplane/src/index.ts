@@ -9,7 +9,7 @@ export {
 export type { ClusterState } from './cluster/state.ts';
 export { type ControlPlane, type Mode, type StartOptions, start } from './controlplane.ts';
 export { ensureImage, ImageBuildError } from './images/build.ts';
-export { PAUSE_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from './images/recipes.ts';
+export { MARIADB_IMAGE, PAUSE_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from './images/recipes.ts';
 export {
   findInstallation,
   findNodeInstallation,

@@ -8,6 +8,7 @@ export const IMAGE_PREFIX = 'opkit.local';
 export const PAUSE_IMAGE = `${IMAGE_PREFIX}/pause:1`;
 export const SHELL_IMAGE = `${IMAGE_PREFIX}/shell:1`;
 export const POSTGRES_IMAGE = `${IMAGE_PREFIX}/postgres:15`;
+export const MARIADB_IMAGE = `${IMAGE_PREFIX}/mariadb:10.11`;
 
 export interface ImageRecipe {
   name: string;
@@ -59,6 +60,36 @@ fi
 exec "$@"
 `;
 
+// Like the official mariadb image: user mysql 999:999, /var/lib/mysql, /run/mysqld, an entrypoint that
+// initialises the data directory from MARIADB_* variables and drops root, then runs mariadbd.
+const MARIADB_ENTRYPOINT = `#!/bin/bash
+# opkit.local/mariadb:10.11 entrypoint (a small counterpart of the official image's docker-entrypoint.sh).
+set -euo pipefail
+if [ "\${1:0:1}" = '-' ]; then set -- mariadbd "$@"; fi
+if [ "\${1:-}" = 'mariadbd' ]; then
+  if [ "$(id -u)" = '0' ]; then
+    mkdir -p /var/lib/mysql /run/mysqld
+    chown -R mysql:mysql /var/lib/mysql /run/mysqld
+    exec setpriv --reuid=mysql --regid=mysql --init-groups "$0" "$@"
+  fi
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db --auth-root-authentication-method=normal >/dev/null
+    # --bootstrap reads one statement per line, and loads the grant tables at the first FLUSH PRIVILEGES.
+    sql="FLUSH PRIVILEGES;"
+    sql="$sql"$'\\n'"CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '\${MARIADB_ROOT_PASSWORD:-}';"
+    sql="$sql"$'\\n'"GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION;"
+    sql="$sql"$'\\n'"ALTER USER 'root'@'localhost' IDENTIFIED BY '\${MARIADB_ROOT_PASSWORD:-}';"
+    if [ -n "\${MARIADB_DATABASE:-}" ]; then sql="$sql"$'\\n'"CREATE DATABASE IF NOT EXISTS \\\`$MARIADB_DATABASE\\\`;"; fi
+    if [ -n "\${MARIADB_USER:-}" ]; then
+      sql="$sql"$'\\n'"CREATE USER '$MARIADB_USER'@'%' IDENTIFIED BY '\${MARIADB_PASSWORD:-}';"
+      if [ -n "\${MARIADB_DATABASE:-}" ]; then sql="$sql"$'\\n'"GRANT ALL ON \\\`$MARIADB_DATABASE\\\`.* TO '$MARIADB_USER'@'%';"; fi
+    fi
+    printf '%s\\nFLUSH PRIVILEGES;\\n' "$sql" | mariadbd --bootstrap --datadir=/var/lib/mysql --skip-networking >/dev/null
+  fi
+fi
+exec "$@"
+`;
+
 export const RECIPES: Record<string, ImageRecipe> = {
   [PAUSE_IMAGE]: { name: PAUSE_IMAGE, kind: 'pause', config: { entrypoint: ['/pause'] } },
   [SHELL_IMAGE]: {
@@ -99,6 +130,32 @@ export const RECIPES: Record<string, ImageRecipe> = {
       stopSignal: 'SIGINT',
       exposedPorts: ['5432/tcp'],
       volumes: ['/var/lib/postgresql/data'],
+    },
+  },
+  [MARIADB_IMAGE]: {
+    name: MARIADB_IMAGE,
+    kind: 'debian',
+    include: ['mariadb-server'],
+    essentialHook: [
+      'echo "mysql:x:999:" >> "$1/etc/group"',
+      'echo "mysql:x:999:999:MariaDB Server:/nonexistent:/bin/false" >> "$1/etc/passwd"',
+      'echo "mysql:*:19000:0:99999:7:::" >> "$1/etc/shadow"',
+    ].join(' && '),
+    customizeHook: [
+      'mkdir -p "$1/var/lib/mysql" "$1/run/mysqld" "$1/usr/local/bin"',
+      'rm -rf "$1"/var/lib/mysql/*',
+      'chown -R 999:999 "$1/var/lib/mysql" "$1/run/mysqld"',
+      // Listen on the pod's addresses, not only loopback (Debian's default bind-address is 127.0.0.1).
+      `printf '[mariadbd]\\nbind-address = 0.0.0.0\\nskip-name-resolve\\n' > "$1/etc/mysql/mariadb.conf.d/99-opkit.cnf"`,
+      `printf '%s' ${shellQuote(MARIADB_ENTRYPOINT)} > "$1/usr/local/bin/docker-entrypoint.sh"`,
+      'chmod 755 "$1/usr/local/bin/docker-entrypoint.sh"',
+    ].join(' && '),
+    config: {
+      env: [PATH, 'LANG=C.UTF-8'],
+      entrypoint: ['docker-entrypoint.sh'],
+      cmd: ['mariadbd'],
+      exposedPorts: ['3306/tcp'],
+      volumes: ['/var/lib/mysql'],
     },
   },
 };

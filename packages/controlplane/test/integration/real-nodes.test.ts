@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { POSTGRES_IMAGE, SHELL_IMAGE } from '../../src/images/recipes.ts';
+import { MARIADB_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from '../../src/images/recipes.ts';
 import { type ControlPlane, start } from '../../src/index.ts';
 import type { KubeClient } from '../../src/kube-client.ts';
 import { readRecords } from '../../src/node/network.ts';
@@ -46,7 +46,7 @@ describe('a mixed cluster with a real node', { timeout: 900_000 }, () => {
     );
 
   before(async () => {
-    cp = await start({ mode: 'cluster', nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
+    cp = await start({ mode: 'cluster', nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE, MARIADB_IMAGE] });
     client = adminClient(cp);
     await client.json('POST', '/api/v1/namespaces', { metadata: { name: NS } });
     await eventually(
@@ -245,6 +245,42 @@ describe('a mixed cluster with a real node', { timeout: 900_000 }, () => {
       await eventually('the kept row', async () => psql('pg-0', '127.0.0.1', 'select v from kept')),
       '42',
     );
+  });
+
+  test('a MariaDB 10.11 pod from the local image initialises, gets Ready and answers over its pod IP', async () => {
+    await client.json('POST', `/api/v1/namespaces/${NS}/pods`, {
+      metadata: { name: 'maria' },
+      spec: {
+        ...ON_REAL_NODE,
+        terminationGracePeriodSeconds: 5,
+        containers: [
+          {
+            name: 'mariadb',
+            image: MARIADB_IMAGE,
+            imagePullPolicy: 'Never',
+            env: [
+              { name: 'MARIADB_ROOT_PASSWORD', value: 'secret' },
+              { name: 'MARIADB_DATABASE', value: 'app' },
+            ],
+            readinessProbe: {
+              exec: { command: ['mariadb-admin', 'ping', '-uroot', '-psecret', '-h127.0.0.1'] },
+              periodSeconds: 2,
+            },
+          },
+        ],
+      },
+    });
+    const pod = await readyPod('maria', 300_000);
+    const sql = exec(cp, NS, 'maria', [
+      'mariadb',
+      '-uroot',
+      '-psecret',
+      `-h${pod.status.podIP}`,
+      '-N',
+      '-e',
+      "select concat(current_user(), ' ', count(*)) from information_schema.schemata where schema_name = 'app'",
+    ]);
+    assert.equal(sql.trim(), 'root@% 1');
   });
 
   test('a restricted namespace admits only a compliant pod; runAsUser and fsGroup are applied', async () => {

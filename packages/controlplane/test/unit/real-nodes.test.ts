@@ -45,6 +45,9 @@ test('images are named under opkit.local, postgres laid out like the official im
   assert.ok(pg.config.env?.some((e) => e.startsWith('PATH=') && e.endsWith(':/usr/lib/postgresql/15/bin')));
   assert.ok(pg.config.env?.includes('PGDATA=/var/lib/postgresql/data'));
   assert.match(pg.essentialHook ?? '', /postgres:x:999:999:/);
+  const maria = RECIPES['opkit.local/mariadb:10.11']!;
+  assert.match(maria.essentialHook ?? '', /mysql:x:999:999:/);
+  assert.deepEqual(maria.config.volumes, ['/var/lib/mysql']);
 });
 
 test('node configuration: the facts this machine kind needs are set', () => {

@@ -33,9 +33,17 @@ if (selected.length === 0) {
 }
 // Integration tests need the control plane binaries: build them first (a no-op once cached), with progress.
 if (selected.some((f) => f.includes('/integration/'))) {
-  const setup = spawnSync(process.execPath, ['packages/controlplane/src/cli/main.ts', 'install'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  // Real-node tests also need kubelet, kube-proxy, CoreDNS and the local images: built here, with progress.
+  // (Only as root: elsewhere those tests skip themselves.)
+  const wantsReal = selected.some((f) => f.includes('/real-nodes')) && process.getuid?.() === 0;
+  const realNodes = wantsReal ? ['--real-nodes', '1'] : [];
+  const setup = spawnSync(
+    process.execPath,
+    ['packages/controlplane/src/cli/main.ts', 'install', ...realNodes],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   if (setup.status !== 0) process.exit(setup.status ?? 1);
 }
 const concurrency = process.env.OPKIT_TEST_CONCURRENCY ?? '2';

@@ -1,7 +1,7 @@
 /**
  * Control plane benchmarks: warm start time of each mode (median of several runs), and with --cold the
  * cold install time (a build with empty Go build and module caches in a temporary directory).
- *   npm run bench:controlplane [-- --runs 5] [-- --cold]
+ *   npm run bench:controlplane [-- --runs 5] [-- --cold] [-- --real-nodes]  (real nodes: root, see real-nodes.ts)
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,9 +9,14 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { install, start } from '@opkit/controlplane';
+import { realNodeTimes } from './real-nodes.ts';
 
 const { values } = parseArgs({
-  options: { runs: { type: 'string', default: '5' }, cold: { type: 'boolean', default: false } },
+  options: {
+    runs: { type: 'string', default: '5' },
+    cold: { type: 'boolean', default: false },
+    'real-nodes': { type: 'boolean', default: false },
+  },
 });
 const runs = Number(values.runs);
 
@@ -42,6 +47,18 @@ for (const mode of ['apiserver', 'cluster'] as const) {
     `${fmt(Math.min(...times))} - ${fmt(Math.max(...times))}`,
     String(runs),
   ]);
+}
+
+if (values['real-nodes']) {
+  const { starts, pods } = await realNodeTimes(runs);
+  const row = (label: string, xs: number[]) => [
+    label,
+    fmt(median(xs)),
+    `${fmt(Math.min(...xs))} - ${fmt(Math.max(...xs))}`,
+    String(xs.length),
+  ];
+  rows.push(row('warm start, cluster mode, 3 kwok + 1 real node', starts));
+  rows.push(row('pod on the real node, create -> Ready', pods));
 }
 
 if (values.cold) {

@@ -11,10 +11,26 @@ import { startApiServer, waitForApiServer } from './components/apiserver.ts';
 import { startControllerManager, startScheduler } from './components/controllers.ts';
 import { compactEtcd, type EtcdHandle, startEtcd, waitFor } from './components/etcd.ts';
 import { fakeNode, readyNodeNames, startKwok } from './components/kwok.ts';
-import { findInstallation, type Installation, install } from './install/install.ts';
+import {
+  findInstallation,
+  findNodeInstallation,
+  type Installation,
+  install,
+  installNode,
+  type NodeInstallation,
+} from './install/install.ts';
 import { KubeClient } from './kube-client.ts';
 import { buildKubeconfig, type Kubeconfig, kubeconfigYaml } from './kubeconfig.ts';
-import { generatePki } from './pki.ts';
+import { SIMULATED_TAINT } from './node/configs.ts';
+import {
+  apiServerNodeArgs,
+  type PreparedNodes,
+  prepareRealNodes,
+  type RealNodes,
+  startRealNodes,
+} from './node/real-nodes.ts';
+import { teardown } from './node/teardown.ts';
+import { generatePki, issueCertificate } from './pki.ts';
 import { freePort } from './ports.ts';
 import { type ManagedProcess, onProcessExit } from './process.ts';
 import { defaultStorageClass, VolumeProvisioner } from './storage/provisioner.ts';
@@ -25,6 +41,14 @@ export interface StartOptions {
   mode?: Mode;
   /** Fake nodes in cluster mode (default 3). */
   nodes?: number;
+  /**
+   * Real nodes in cluster mode (default 0): kubelet + containerd + kube-proxy running real containers,
+   * labelled opkit.dev/node=real; the kwok nodes are then tainted opkit.dev/simulated=true:NoSchedule.
+   * Needs root and the Debian packages of scripts/system-packages.sh.
+   */
+  realNodes?: number;
+  /** Images to import into the real nodes besides opkit.local/pause:1 and opkit.local/shell:1. */
+  images?: string[];
   /** Context and cluster name in the kubeconfig (default 'opkit'). */
   name?: string;
   /** Working directory (PKI, logs, etcd data). Default: a new temporary directory, removed by stop(). */
@@ -58,6 +82,10 @@ export interface ControlPlane {
   compact(): Promise<number>;
   /** Adds fake Ready nodes (cluster mode). */
   addNodes(count: number): Promise<string[]>;
+  /** Names of the real nodes (empty without them). */
+  readonly realNodes: string[];
+  /** Imports an OCI archive or layout directory into every real node (what `kind load` does). */
+  loadImage(archiveOrDir: string): Promise<void>;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -77,11 +105,22 @@ async function resolveInstallation(opts: StartOptions): Promise<Installation> {
   return install({ log: opts.log ?? ((l) => process.stderr.write(`${l}\n`)) });
 }
 
+async function resolveNodeInstallation(opts: StartOptions): Promise<NodeInstallation> {
+  const found = findNodeInstallation();
+  if (found) return found;
+  if (opts.install === false) {
+    throw new Error('the real node binaries are not built yet: run `npm run setup -- --real-nodes`');
+  }
+  return installNode({ log: opts.log ?? ((l) => process.stderr.write(`${l}\n`)) });
+}
+
 export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
   const mode = opts.mode ?? 'apiserver';
   const name = opts.name ?? 'opkit';
   const log = opts.log ?? (() => {});
   const inst = await resolveInstallation(opts);
+  const realCount = mode === 'cluster' ? (opts.realNodes ?? 0) : 0;
+  const nodeInst = realCount > 0 ? await resolveNodeInstallation(opts) : undefined;
   const ownsDir = !opts.dir;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'opkit-cp-'));
   mkdirSync(dir, { recursive: true });
@@ -90,7 +129,11 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
   let provisioner: VolumeProvisioner | undefined;
   let client: KubeClient | undefined;
   let stopped = false;
+  let prepared: PreparedNodes | undefined;
+  let realNodes: RealNodes | undefined;
   const unregister = onProcessExit(() => {
+    if (realNodes) realNodes.killNow();
+    else if (prepared) teardown(prepared.record);
     for (const p of processes) p.killNow();
     if (ownsDir) rmSync(dir, { recursive: true, force: true });
   });
@@ -98,6 +141,8 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    if (realNodes) await realNodes.stop();
+    else if (prepared) teardown(prepared.record);
     await provisioner?.stop();
     // Reverse start order: clients of the apiserver first, etcd last.
     for (const p of [...processes].reverse()) await p.stop(3000);
@@ -108,7 +153,11 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
 
   try {
     const started = Date.now();
-    const pki = await generatePki({ serviceIP: SERVICE_IP });
+    if (realCount > 0) prepared = await prepareRealNodes(realCount, dir, log);
+    const pki = await generatePki({
+      serviceIP: SERVICE_IP,
+      hosts: prepared ? [prepared.network.hostIp] : [],
+    });
     const pkiDir = join(dir, 'pki');
     mkdirSync(pkiDir, { recursive: true, mode: 0o700 });
     const file = (n: string, content: string) => {
@@ -123,6 +172,19 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       saPublic: file('sa.pub', pki.serviceAccount.publicKeyPem),
       saPrivate: file('sa.key', pki.serviceAccount.privateKeyPem),
     };
+    const nodeArgs: string[] = [];
+    if (prepared) {
+      // The API server calls kubelets (logs, exec, port-forward) with this client certificate.
+      const kc = await issueCertificate(pki.ca, {
+        subject: 'CN=kube-apiserver-kubelet-client, O=system:masters',
+        usage: 'client',
+      });
+      const kcFiles = {
+        cert: file('apiserver-kubelet-client.crt', kc.certPem),
+        key: file('apiserver-kubelet-client.key', kc.keyPem),
+      };
+      nodeArgs.push(...apiServerNodeArgs(prepared.network, kcFiles));
+    }
 
     const etcd: EtcdHandle = await startEtcd(inst.binaries.etcd, dir, opts.etcdArgs);
     processes.push(etcd.process);
@@ -139,7 +201,7 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       certs,
       serviceAccountAdmission: mode === 'cluster',
       serviceClusterIpRange: SERVICE_CIDR,
-      extraArgs: opts.apiServerArgs ?? [],
+      extraArgs: [...nodeArgs, ...(opts.apiServerArgs ?? [])],
     };
     let apiserver = startApiServer(apiConfig);
     processes.push(apiserver);
@@ -155,7 +217,7 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       const names: string[] = [];
       for (let i = 0; i < count; i++) {
         const nodeName = `kwok-node-${nodeCount++}`;
-        await client!.json('POST', '/api/v1/nodes', fakeNode(nodeName));
+        await client!.json('POST', '/api/v1/nodes', fakeNode(nodeName, prepared ? [SIMULATED_TAINT] : []));
         names.push(nodeName);
       }
       await waitFor('kwok nodes', undefined, async () => {
@@ -191,7 +253,21 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
         const res = await client!.raw('GET', '/api/v1/namespaces/default/serviceaccounts/default');
         return res.code === 200;
       });
-      log(`cluster ready with ${nodeCount} nodes (${Date.now() - started} ms)`);
+      if (prepared && nodeInst) {
+        realNodes = await startRealNodes({
+          prepared,
+          binaries: nodeInst.binaries,
+          ca: pki.ca,
+          caFile: certs.ca,
+          apiPort: port,
+          client,
+          kubeconfigPath,
+          context: name,
+          images: opts.images,
+          log,
+        });
+      }
+      log(`cluster ready with ${nodeCount} kwok and ${realCount} real nodes (${Date.now() - started} ms)`);
     }
 
     // A short grace: the apiserver otherwise waits for open watches to drain, which tests don't need.
@@ -213,7 +289,13 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       kubeconfigPath,
       kubeconfig,
       etcdUrl: etcd.clientUrl,
-      pids: () => processes.filter((p) => p.running).map((p) => p.pid!),
+      pids: () =>
+        [...processes, ...(realNodes?.processes() ?? [])].filter((p) => p.running).map((p) => p.pid!),
+      realNodes: realNodes?.names ?? [],
+      loadImage: async (source: string) => {
+        if (!realNodes) throw new Error('this cluster has no real nodes: start it with realNodes >= 1');
+        await realNodes.loadImage(source);
+      },
       stopApiServer,
       startApiServer: startAgain,
       restartApiServer: async (o = {}) => {

@@ -132,3 +132,50 @@ export async function generatePki(opts: PkiOptions = {}): Promise<Pki> {
     },
   };
 }
+
+async function importKeyPem(pem: string): Promise<CryptoKey> {
+  const der = Buffer.from(pem.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
+  return webcrypto.subtle.importKey('pkcs8', der, ALG, true, ['sign']);
+}
+
+export interface IssueOptions {
+  /** e.g. 'CN=system:node:real-0, O=system:nodes' */
+  subject: string;
+  usage: 'client' | 'server';
+  /** IPs and DNS names (serving certificates). */
+  hosts?: string[];
+}
+
+/** A leaf certificate signed by an existing CA (a node's kubelet, kube-proxy, the apiserver's kubelet client). */
+export async function issueCertificate(ca: KeyPairPem, opts: IssueOptions): Promise<KeyPairPem> {
+  const caCert = new x509.X509Certificate(ca.certPem);
+  const caKey = await importKeyPem(ca.keyPem);
+  const keys = await generate();
+  const hosts = opts.hosts ?? [];
+  const san = hosts.map((value) =>
+    /^[\d.]+$|:/.test(value) ? { type: 'ip' as const, value } : { type: 'dns' as const, value },
+  );
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serial(),
+    subject: opts.subject,
+    issuer: caCert.subject,
+    notBefore: new Date(Date.now() - DAY),
+    notAfter: new Date(Date.now() + 365 * DAY),
+    publicKey: keys.publicKey,
+    signingKey: caKey,
+    signingAlgorithm: ALG,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(
+        x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment,
+        true,
+      ),
+      new x509.ExtendedKeyUsageExtension([
+        opts.usage === 'client' ? x509.ExtendedKeyUsage.clientAuth : x509.ExtendedKeyUsage.serverAuth,
+      ]),
+      await x509.AuthorityKeyIdentifierExtension.create(caCert),
+      ...(san.length ? [new x509.SubjectAlternativeNameExtension(san)] : []),
+    ],
+  });
+  return { certPem: cert.toString('pem'), keyPem: await keyPem(keys.privateKey) };
+}

@@ -4,7 +4,7 @@ import { bool, str } from '../args.ts';
 import { CliError, UsageError } from '../errors.ts';
 import type { Command } from './command.ts';
 
-const SUBCOMMANDS = ['up', 'down', 'status', 'kubeconfig', 'install'];
+const SUBCOMMANDS = ['up', 'down', 'status', 'kubeconfig', 'install', 'load-image'];
 
 export const clusterCommand: Command = {
   name: 'cluster',
@@ -13,6 +13,7 @@ export const clusterCommand: Command = {
     name: { type: 'string' },
     mode: { type: 'string' },
     nodes: { type: 'string' },
+    'real-nodes': { type: 'string' },
     print: { type: 'boolean' },
   },
   help: `Usage: opkit cluster <up|down|status|kubeconfig|install> [flags]
@@ -24,11 +25,13 @@ a volume provisioner), built from the official sources and kept running in the b
   status      whether it runs, its server and nodes (exit code 1 when not running or not ready)
   kubeconfig  print its kubeconfig path (--print: the file)
   install     build the binaries ahead of time
+  load-image  import an OCI archive or layout directory into the real nodes (like kind load)
 
 Flags:
   --name <name>         the cluster's name (default opkit; --local of other commands uses "opkit")
   --mode <mode>         cluster (default: controllers, scheduler, nodes) or apiserver (etcd + kube-apiserver)
   --nodes <n>           fake nodes in cluster mode (default 3)
+  --real-nodes <n>      real nodes running real containers (root; see packages/controlplane/REAL-NODES.md)
   --print               with kubeconfig: print the file instead of its path
 
 Examples:
@@ -46,17 +49,17 @@ Examples:
         `one of: opkit cluster ${SUBCOMMANDS.join(' | ')}`,
       );
     }
-    if (positionals.length > 1)
+    if (positionals.length > (sub === 'load-image' ? 2 : 1))
       throw new UsageError(`unexpected argument "${positionals[1]}"`, 'see: opkit cluster --help');
-    const flags: { name?: string; mode?: string; nodes?: string; print?: boolean } = {
+    const flags: { name?: string; mode?: string; nodes?: string; 'real-nodes'?: string; print?: boolean } = {
       print: bool(values, 'print', false),
     };
-    for (const key of ['name', 'mode', 'nodes'] as const) {
+    for (const key of ['name', 'mode', 'nodes', 'real-nodes'] as const) {
       const v = str(values, key);
       if (v !== undefined) flags[key] = v;
     }
     try {
-      return await runClusterCommand(sub, flags);
+      return await runClusterCommand(sub, flags, { args: positionals.slice(1) });
     } catch (err) {
       const hint = (err as { hint?: unknown }).hint;
       if (typeof hint === 'string') throw new CliError((err as Error).message, hint);

@@ -1,18 +1,26 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { clusterDown, clusterStatus, clusterUp, runningCluster } from '../cluster/commands.ts';
+import { clusterDir } from '../cluster/state.ts';
 import type { Mode } from '../controlplane.ts';
+import { RECIPES } from '../images/recipes.ts';
 import { install } from '../install/install.ts';
+import { prepareRealNodeHost } from '../node/host.ts';
+import { loadImage, nodeSockets } from '../node/load-image.ts';
 
 export interface ClusterFlags {
   name?: string;
   mode?: string;
   nodes?: string;
+  'real-nodes'?: string;
   print?: boolean;
 }
 
 export interface ClusterCommandOptions {
   /** How the user runs these commands, for the hints printed: 'opkit cluster' (default) or 'opkit-controlplane'. */
   program?: string;
+  /** The command's positional arguments after its name (load-image: the archive). */
+  args?: string[];
 }
 
 /** Runs one cluster command; returns the exit code. Shared by opkit-controlplane and `opkit cluster`. */
@@ -22,11 +30,15 @@ export async function runClusterCommand(
   opts: ClusterCommandOptions = {},
 ): Promise<number> {
   const name = flags.name ?? 'opkit';
+  const args = opts.args ?? [];
   // The command that starts this cluster, with the flags that name it.
   const upCommand = `${opts.program ?? 'opkit cluster'} up${name === 'opkit' ? '' : ` --name ${name}`}`;
   switch (command) {
     case 'install': {
       const inst = await install();
+      // With real nodes: kubelet, kube-proxy, CoreDNS and every opkit image, so later starts only import.
+      if (Number(flags['real-nodes'] ?? 0) > 0)
+        await prepareRealNodeHost((l) => console.error(l), Object.keys(RECIPES));
       console.log(inst.binDir);
       return 0;
     }
@@ -41,10 +53,27 @@ export async function runClusterCommand(
         console.error(`error: --nodes must be a whole number, not "${flags.nodes}"`);
         return 2;
       }
-      const state = await clusterUp({ name, mode: mode as Mode, nodes });
+      const realNodes = Number(flags['real-nodes'] ?? 0);
+      if (!Number.isInteger(realNodes) || realNodes < 0 || (realNodes > 0 && mode !== 'cluster')) {
+        console.error(
+          `error: --real-nodes must be a whole number (cluster mode only), not "${flags['real-nodes']}"`,
+        );
+        return 2;
+      }
+      const state = await clusterUp({ name, mode: mode as Mode, nodes, realNodes });
       console.error(`cluster "${name}" is up at ${state.server}`);
       console.error(`try: kubectl --kubeconfig ${state.kubeconfigPath} get nodes`);
       console.log(state.kubeconfigPath);
+      return 0;
+    }
+    case 'load-image': {
+      const source = args[0];
+      if (!source) {
+        console.error('error: load-image needs the path of an OCI archive or OCI layout directory');
+        return 2;
+      }
+      await loadImage(nodeSockets(join(clusterDir(name), 'run')), source);
+      console.error(`loaded ${source} into the real nodes of cluster "${name}"`);
       return 0;
     }
     case 'down': {
@@ -77,7 +106,9 @@ export async function runClusterCommand(
       return 0;
     }
     default:
-      console.error(`error: unknown command "${command}" (expected install, up, down, status or kubeconfig)`);
+      console.error(
+        `error: unknown command "${command}" (expected install, up, down, status, kubeconfig or load-image)`,
+      );
       return 2;
   }
 }

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { Mode } from '../controlplane.ts';
 import { install } from '../install/install.ts';
 import { KubeClient } from '../kube-client.ts';
+import { prepareRealNodeHost } from '../node/host.ts';
 import { type ClusterState, clusterDir, isAlive, readState, statePath } from './state.ts';
 
 export class ClusterCommandError extends Error {
@@ -21,6 +22,8 @@ export interface UpOptions {
   name?: string;
   mode?: Mode;
   nodes?: number;
+  /** Real nodes (root only): built and imaged here, before the supervisor starts. */
+  realNodes?: number;
   log?: (line: string) => void;
   timeoutMs?: number;
 }
@@ -44,15 +47,20 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState> {
     return existing;
   }
   await install({ log });
+  if (opts.realNodes) await prepareRealNodeHost(log);
   const dir = clusterDir(name);
   mkdirSync(dir, { recursive: true });
   const logPath = join(dir, 'supervisor.log');
   const fd = openSync(logPath, 'w');
   const supervisor = fileURLToPath(new URL('./supervisor.ts', import.meta.url));
-  const child = spawn(process.execPath, [supervisor, name, opts.mode ?? 'cluster', String(opts.nodes ?? 3)], {
-    detached: true,
-    stdio: ['ignore', fd, fd],
-  });
+  const child = spawn(
+    process.execPath,
+    [supervisor, name, opts.mode ?? 'cluster', String(opts.nodes ?? 3), String(opts.realNodes ?? 0)],
+    {
+      detached: true,
+      stdio: ['ignore', fd, fd],
+    },
+  );
   closeSync(fd);
   child.unref();
   log(`starting local cluster "${name}" (${opts.mode ?? 'cluster'} mode) ...`);

@@ -1,19 +1,29 @@
 /**
  * The background process behind `opkit cluster up`: owns the control plane's child processes and the
  * volume provisioner, writes state.json once ready, and stops everything on SIGTERM/SIGINT.
- * Usage: node supervisor.ts <name> <mode> <nodes>
+ * Usage: node supervisor.ts <name> <mode> <nodes> [<real nodes>]
  */
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Mode, start } from '../controlplane.ts';
+import { sweepStale } from '../node/teardown.ts';
 import { type ClusterState, clusterDir, statePath } from './state.ts';
 
-const [name = 'opkit', mode = 'cluster', nodes = '3'] = process.argv.slice(2);
+const [name = 'opkit', mode = 'cluster', nodes = '3', realNodes = '0'] = process.argv.slice(2);
 const dir = join(clusterDir(name), 'run');
+// A crashed run's real nodes hold mounts under `dir`: take them down before removing it.
+sweepStale();
 rmSync(dir, { recursive: true, force: true });
 
 const log = (line: string) => process.stdout.write(`${new Date().toISOString()} ${line}\n`);
-const cp = await start({ mode: mode as Mode, nodes: Number(nodes), name, dir, log });
+const cp = await start({
+  mode: mode as Mode,
+  nodes: Number(nodes),
+  realNodes: Number(realNodes),
+  name,
+  dir,
+  log,
+});
 
 const state: ClusterState = {
   name,

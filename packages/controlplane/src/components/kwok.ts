@@ -25,7 +25,8 @@ export function startKwok(c: KwokConfig): ManagedProcess {
   return new ManagedProcess('kwok', c.binary, args, join(c.dir, 'kwok.log'));
 }
 
-export function fakeNode(name: string) {
+/** A kwok node; `taints` keep workloads off it (mixed clusters taint the simulated nodes). */
+export function fakeNode(name: string, taints: Array<{ key: string; value: string; effect: string }> = []) {
   return {
     apiVersion: 'v1',
     kind: 'Node',
@@ -40,7 +41,7 @@ export function fakeNode(name: string) {
         type: 'kwok',
       },
     },
-    spec: {},
+    spec: taints.length ? { taints } : {},
     status: {
       allocatable: { cpu: '32', memory: '256Gi', pods: '250', 'ephemeral-storage': '1Ti' },
       capacity: { cpu: '32', memory: '256Gi', pods: '250', 'ephemeral-storage': '1Ti' },

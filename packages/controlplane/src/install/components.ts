@@ -8,14 +8,16 @@ import { fileURLToPath } from 'node:url';
 export const GO_MODULES_DIR = fileURLToPath(new URL('../../go/', import.meta.url));
 
 export type BinaryName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok';
+/** Built only when a cluster with real nodes is started (kwok-only users never pay for them). */
+export type NodeBinaryName = 'kubelet' | 'kube-proxy' | 'coredns';
 
-export interface GoComponent {
+export interface GoComponent<Name extends string = BinaryName> {
   /** Folder under go/ holding the wrapper go.mod. */
   module: string;
   /** The module whose version is pinned in that go.mod. */
   upstream: string;
   /** Go package path -> binary name. */
-  binaries: Array<{ pkg: string; name: BinaryName }>;
+  binaries: Array<{ pkg: string; name: Name }>;
   /** -X version ldflags, given the pinned version. */
   ldflags(version: string): string[];
 }
@@ -60,8 +62,33 @@ export const COMPONENTS: GoComponent[] = [
   },
 ];
 
+/** The real node's components: kubelet and kube-proxy of the same release, and a CoreDNS build. */
+export const NODE_COMPONENTS: GoComponent<NodeBinaryName>[] = [
+  {
+    module: 'kubernetes',
+    upstream: 'k8s.io/kubernetes',
+    binaries: [
+      { pkg: 'k8s.io/kubernetes/cmd/kubelet', name: 'kubelet' },
+      { pkg: 'k8s.io/kubernetes/cmd/kube-proxy', name: 'kube-proxy' },
+    ],
+    ldflags: kubeVersionFlags,
+  },
+  {
+    module: 'coredns',
+    upstream: 'github.com/coredns/coredns',
+    // go/coredns/main.go: CoreDNS with the few plugins a cluster zone needs.
+    binaries: [{ pkg: '.', name: 'coredns' }],
+    ldflags: () => [],
+  },
+];
+
+/** Every wrapper module folder, once. */
+export function allModules(): string[] {
+  return [...new Set([...COMPONENTS, ...NODE_COMPONENTS].map((c) => c.module))];
+}
+
 /** Reads the pinned version of `upstream` from the wrapper module's go.mod. */
-export function pinnedVersion(component: GoComponent): string {
+export function pinnedVersion(component: GoComponent<string>): string {
   const gomod = readFileSync(`${GO_MODULES_DIR}${component.module}/go.mod`, 'utf8');
   const escaped = component.upstream.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
   const match = new RegExp(`^\\s*(?:require\\s+)?${escaped}\\s+(v\\S+)`, 'm').exec(gomod);
@@ -70,7 +97,7 @@ export function pinnedVersion(component: GoComponent): string {
 }
 
 /** The minimum Go version a wrapper module asks for (its `go` line). */
-export function requiredGo(component: GoComponent): string {
+export function requiredGo(component: GoComponent<string>): string {
   const gomod = readFileSync(`${GO_MODULES_DIR}${component.module}/go.mod`, 'utf8');
   return /^go\s+(\S+)/m.exec(gomod)?.[1] ?? '1.24';
 }

@@ -11,6 +11,8 @@ import {
   COMPONENTS,
   GO_MODULES_DIR,
   type GoComponent,
+  NODE_COMPONENTS,
+  type NodeBinaryName,
   pinnedVersion,
 } from './components.ts';
 import { withLock } from './lock.ts';
@@ -40,7 +42,14 @@ export interface InstallOptions {
   force?: boolean;
 }
 
+/** The real node's binaries (kubelet, kube-proxy, coredns), built by installNode(). */
+export interface NodeInstallation {
+  binaries: Record<NodeBinaryName, string>;
+  versions: Record<string, string>;
+}
+
 const MANIFEST = 'manifest.json';
+const NODE_MANIFEST = 'node-manifest.json';
 const KWOK_STAGE_FILES = [
   'kustomize/stage/node/fast/node-initialize.yaml',
   'kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml',
@@ -101,6 +110,60 @@ export async function install(opts: InstallOptions = {}): Promise<Installation> 
   );
 }
 
+function nodeInstallation(): NodeInstallation {
+  const binaries = {} as Record<NodeBinaryName, string>;
+  const versions: Record<string, string> = {};
+  for (const c of NODE_COMPONENTS) {
+    versions[c.upstream] = pinnedVersion(c);
+    for (const b of c.binaries) binaries[b.name] = join(binDir(), b.name);
+  }
+  return { binaries, versions };
+}
+
+/** The real node's binaries when a verified build is cached. Does not build. */
+export function findNodeInstallation(): NodeInstallation | undefined {
+  const inst = nodeInstallation();
+  if (!existsSync(join(dataDir(), NODE_MANIFEST))) return undefined;
+  return Object.values(inst.binaries).every((p) => existsSync(p)) ? inst : undefined;
+}
+
+/**
+ * Builds kubelet, kube-proxy and CoreDNS (only needed for real nodes) next to the control plane's
+ * binaries, under the same lock and fingerprinted cache directory.
+ */
+export async function installNode(opts: InstallOptions = {}): Promise<NodeInstallation> {
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  if (!opts.force) {
+    const found = findNodeInstallation();
+    if (found) return found;
+  }
+  const goVersion = checkGo();
+  mkdirSync(dataDir(), { recursive: true });
+  return withLock(
+    join(dataDir(), 'install.lock'),
+    (pid) => log(`[opkit] another process (pid ${pid}) is building; waiting for it`),
+    async () => {
+      if (!opts.force) {
+        const found = findNodeInstallation();
+        if (found) return found;
+      }
+      const inst = nodeInstallation();
+      const target = { binDir: binDir(), binaries: inst.binaries as Record<string, string> };
+      mkdirSync(target.binDir, { recursive: true });
+      log(`[opkit] building the real node's components with ${goVersion} into ${target.binDir}`);
+      const started = Date.now();
+      for (const component of NODE_COMPONENTS)
+        await buildComponent(component, target, log, opts.force ?? false);
+      writeFileSync(
+        join(dataDir(), NODE_MANIFEST),
+        `${JSON.stringify({ versions: inst.versions, builtWith: goVersion, builtAt: new Date().toISOString() }, null, 2)}\n`,
+      );
+      log(`[opkit] real node components ready (${formatElapsed(Date.now() - started)})`);
+      return inst;
+    },
+  );
+}
+
 function checkGo(): string {
   const result = spawnSync('go', ['version'], { encoding: 'utf8' });
   if (result.error || result.status !== 0) {
@@ -117,10 +180,20 @@ export function formatElapsed(ms: number): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
 }
 
-async function buildComponent(c: GoComponent, inst: Installation, log: (l: string) => void, force: boolean) {
+interface BuildTarget {
+  binDir: string;
+  binaries: Record<string, string>;
+}
+
+async function buildComponent(
+  c: GoComponent<string>,
+  inst: BuildTarget,
+  log: (l: string) => void,
+  force: boolean,
+) {
   const version = pinnedVersion(c);
   const names = c.binaries.map((b) => b.name);
-  if (!force && names.every((n) => verify(inst.binaries[n], version))) {
+  if (!force && names.every((n) => verify(inst.binaries[n]!, version))) {
     log(`[opkit] ${names.join(', ')} ${version}: already built`);
     return;
   }
@@ -167,7 +240,7 @@ async function buildComponent(c: GoComponent, inst: Installation, log: (l: strin
         'remove the cache directory (see OPKIT_CACHE_DIR) and run `npm run setup` again',
       );
     }
-    renameSync(built, inst.binaries[b.name]);
+    renameSync(built, inst.binaries[b.name]!);
   }
   rmSync(staging, { recursive: true, force: true });
   log(`[opkit] built ${label} in ${formatElapsed(Date.now() - started)}`);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { COMPONENTS, GO_MODULES_DIR } from './components.ts';
+import { allModules, GO_MODULES_DIR } from './components.ts';
 
 /**
  * Where built binaries are cached: $OPKIT_CACHE_DIR, else $XDG_CACHE_HOME/opkit, else ~/.cache/opkit.
@@ -20,10 +20,10 @@ export function cacheRoot(): string {
  */
 export function buildFingerprint(): string {
   const hash = createHash('sha256');
-  for (const c of COMPONENTS) {
-    for (const file of ['go.mod', 'go.sum']) {
-      hash.update(`${c.module}/${file}\n`);
-      hash.update(readFileSync(join(GO_MODULES_DIR, c.module, file)));
+  for (const module of allModules()) {
+    for (const file of ['go.mod', 'go.sum', ...(module === 'coredns' ? ['main.go'] : [])]) {
+      hash.update(`${module}/${file}\n`);
+      hash.update(readFileSync(join(GO_MODULES_DIR, module, file)));
     }
   }
   return hash.digest('hex').slice(0, 12);

@@ -7,8 +7,8 @@
  *
  * Every flag has an environment variable (flags win): KUBECONFIG, WATCH_NAMESPACE, LEADER_ELECT,
  * LEADER_ELECTION_NAMESPACE, METRICS_BIND_ADDRESS, HEALTH_PROBE_BIND_ADDRESS, MAX_CONCURRENT_RECONCILES,
- * SYNC_PERIOD, LOG_LEVEL. SIGTERM / SIGINT shut down gracefully: in-flight reconciles finish, events are flushed and
- * the leader election Lease is released so another replica takes over at once.
+ * SYNC_PERIOD, KUBE_API_QPS, KUBE_API_BURST, LOG_LEVEL. SIGTERM / SIGINT shut down gracefully: in-flight reconciles finish, events are flushed and
+ * the leader election Lease is released so another replica takes over within its retry period.
  */
 import { parseArgs as parseNodeArgs } from 'node:util';
 import {
@@ -43,6 +43,8 @@ export interface OperatorOptions {
   maxConcurrentReconciles?: number;
   /** How often every cached object is delivered again (a safety net for missed events), ms; 0: never. */
   syncPeriodMs?: number;
+  /** Client-side throttling of API requests (not watches); off when absent (Priority and Fairness). */
+  kubeApi?: { qps: number; burst?: number };
   logLevel?: LogLevel;
   /** Tests and the demo: use this client instead of loading a kubeconfig. */
   client?: Client;
@@ -65,6 +67,9 @@ export const USAGE = `Usage: node src/main.ts [flags]
   --health-probe-bind-address ADDR     /healthz and /readyz address (default :8081, "0" disables)
   --max-concurrent-reconciles N        Databases reconciled in parallel (default 2)
   --sync-period DURATION               reconcile every Database again this often, e.g. 10h, 30m (default ${DEFAULT_SYNC_PERIOD}; 0 never)
+  --kube-api-qps QPS                   client-side limit of API requests per second, watches excepted
+                                       (default 0: none, the API server's Priority and Fairness protects it)
+  --kube-api-burst N                   requests at once above --kube-api-qps (default: the qps, rounded up)
   --log-level LEVEL                    trace|debug|info|warn|error|silent (default info; env LOG_LEVEL)
   -h, --help                           this help
 `;
@@ -93,6 +98,8 @@ export function parseOptions(
       'health-probe-bind-address': { type: 'string' },
       'max-concurrent-reconciles': { type: 'string' },
       'sync-period': { type: 'string' },
+      'kube-api-qps': { type: 'string' },
+      'kube-api-burst': { type: 'string' },
       'log-level': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -110,6 +117,10 @@ export function parseOptions(
   } catch (err) {
     throw new Error(`--sync-period: ${err instanceof Error ? err.message : String(err)}`);
   }
+  const kubeApi = kubeApiLimit(
+    values['kube-api-qps'] ?? env.KUBE_API_QPS,
+    values['kube-api-burst'] ?? env.KUBE_API_BURST,
+  );
   const logLevel = values['log-level'] ?? env.LOG_LEVEL ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const opts: OperatorOptions & { help: boolean } = {
@@ -122,6 +133,7 @@ export function parseOptions(
     syncPeriodMs,
     logLevel: logLevel as LogLevel,
   };
+  if (kubeApi) opts.kubeApi = kubeApi;
   const kubeconfig = values.kubeconfig;
   if (kubeconfig) opts.kubeconfig = kubeconfig;
   if (values.context) opts.context = values.context;
@@ -130,6 +142,24 @@ export function parseOptions(
   const leNamespace = values['leader-election-namespace'] ?? env.LEADER_ELECTION_NAMESPACE;
   if (leNamespace) opts.leaderElectionNamespace = leNamespace;
   return opts;
+}
+
+/** --kube-api-qps / --kube-api-burst: undefined (no limit) when the qps is absent or 0. Throws on a bad value. */
+function kubeApiLimit(
+  qps: string | undefined,
+  burst: string | undefined,
+): { qps: number; burst?: number } | undefined {
+  const q = Number(qps ?? '0');
+  if (!Number.isFinite(q) || q < 0 || qps?.trim() === '') {
+    throw new Error(`--kube-api-qps must be a number >= 0 (0: no limit), got ${JSON.stringify(qps)}`);
+  }
+  if (burst === undefined) return q > 0 ? { qps: q } : undefined;
+  const b = Number(burst);
+  if (!Number.isInteger(b) || b < 1) {
+    throw new Error(`--kube-api-burst must be an integer >= 1, got ${JSON.stringify(burst)}`);
+  }
+  if (q === 0) throw new Error('--kube-api-burst needs --kube-api-qps (a limit of requests per second)');
+  return { qps: q, burst: b };
 }
 
 /**
@@ -146,6 +176,7 @@ export async function runOperator(opts: OperatorOptions = {}): Promise<void> {
     fieldManager: FIELD_MANAGER,
     logger,
     ...(opts.syncPeriodMs ? { cache: { resyncPeriodMs: opts.syncPeriodMs } } : {}),
+    ...(opts.kubeApi ? { rateLimit: opts.kubeApi } : {}),
     metricsBindAddress: opts.metricsBindAddress ?? '0',
     healthProbeBindAddress: opts.healthProbeBindAddress ?? '0',
     ...(opts.leaderElect

@@ -1,4 +1,4 @@
-export { runClusterCommand } from './cli/cluster-command.ts';
+export { type ClusterCommandOptions, runClusterCommand } from './cli/cluster-command.ts';
 export {
   type ClusterStatus,
   clusterDown,

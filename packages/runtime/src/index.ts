@@ -27,3 +27,4 @@ export * from './queue/index.ts';
 export * from './schema/index.ts';
 export { type Clock, FakeClock, realClock, sleep } from './util/clock.ts';
 export { parseDuration } from './util/duration.ts';
+export { withTypeMeta } from './util/type-meta.ts';

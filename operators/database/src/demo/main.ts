@@ -27,6 +27,7 @@ import {
   Namespaces,
   NotFoundError,
   type RestClient,
+  sleep,
 } from '@opkit/runtime';
 import { parse } from 'yaml';
 import { type Database, Databases } from '../api/v1/database.ts';
@@ -37,7 +38,6 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const SAMPLE = join(here, '..', '..', 'config', 'samples', 'myapp_v1_database.yaml');
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A kubeconfig that points at a reachable API server, or undefined. */
 async function configuredCluster(explicit: string | undefined): Promise<string | undefined> {

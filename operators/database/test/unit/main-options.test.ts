@@ -13,4 +13,28 @@ describe('operator flags', () => {
   it('refuses a malformed sync period, naming the flag', () => {
     assert.throws(() => parseOptions(['--sync-period', '10'], {}), /--sync-period: invalid duration "10"/);
   });
+
+  it('has no client-side rate limit unless --kube-api-qps is set', () => {
+    assert.equal(parseOptions([], {}).kubeApi, undefined);
+    assert.equal(parseOptions(['--kube-api-qps', '0'], {}).kubeApi, undefined);
+    assert.deepEqual(parseOptions(['--kube-api-qps', '20'], {}).kubeApi, { qps: 20 });
+    assert.deepEqual(parseOptions(['--kube-api-qps', '2.5', '--kube-api-burst', '10'], {}).kubeApi, {
+      qps: 2.5,
+      burst: 10,
+    });
+    assert.deepEqual(parseOptions([], { KUBE_API_QPS: '50', KUBE_API_BURST: '100' }).kubeApi, {
+      qps: 50,
+      burst: 100,
+    });
+  });
+
+  it('refuses a malformed qps or burst, naming the flag', () => {
+    assert.throws(() => parseOptions(['--kube-api-qps', 'fast'], {}), /--kube-api-qps must be a number >= 0/);
+    assert.throws(() => parseOptions(['--kube-api-qps', '-1'], {}), /--kube-api-qps/);
+    assert.throws(
+      () => parseOptions(['--kube-api-qps', '5', '--kube-api-burst', '0'], {}),
+      /--kube-api-burst/,
+    );
+    assert.throws(() => parseOptions(['--kube-api-burst', '5'], {}), /--kube-api-burst needs --kube-api-qps/);
+  });
 });

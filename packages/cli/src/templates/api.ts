@@ -128,8 +128,11 @@ import { ${n.reconcile} } from './reconcile.ts';
  * { resource: Events, verbs: ['create', 'patch'] } for an event recorder.
  */
 export const rbac: RbacRule[] = [
-  { resource: ${n.definition}.resource, verbs: ['get', 'list', 'watch'] },
+  // update and patch: adding or removing a finalizer (addFinalizer, removeFinalizer) writes the object itself.
+  { resource: ${n.definition}.resource, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
   { resource: ${n.definition}.resource, subresource: 'status', verbs: ['get', 'patch', 'update'] },
+  // Children whose ownerReference blocks the owner's deletion (setControllerReference) need this.
+  { resource: ${n.definition}.resource, subresource: 'finalizers', verbs: ['update'] },
 ];
 
 /** Registers the controller with the manager; src/main.ts calls it. */

@@ -176,7 +176,12 @@ describe('opkit workflow, from nothing to a deployed operator', { timeout: 900_0
     );
     const role = readYaml<{ rules: unknown[] }>(dir, 'config/rbac/role.yaml');
     assert.deepEqual(role.rules, [
-      { apiGroups: ['myapp.example.com'], resources: ['databases'], verbs: ['get', 'list', 'watch'] },
+      {
+        apiGroups: ['myapp.example.com'],
+        resources: ['databases'],
+        verbs: ['get', 'list', 'patch', 'update', 'watch'],
+      },
+      { apiGroups: ['myapp.example.com'], resources: ['databases/finalizers'], verbs: ['update'] },
       {
         apiGroups: ['myapp.example.com'],
         resources: ['databases/status'],

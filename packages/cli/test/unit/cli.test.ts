@@ -90,6 +90,22 @@ describe('exit codes and messages', () => {
     assert.equal(r.code, 1);
   });
 
+  test('a cluster that is not running: the hint starts that cluster, --name included', async () => {
+    using cache = tempDir('opkit-cache-');
+    const env = { ...process.env, OPKIT_CACHE_DIR: cache.dir };
+    const status = await opkitProcess(process.cwd(), ['cluster', 'status', '--name', 'dev'], env);
+    assert.equal(status.code, 1);
+    assert.match(
+      status.stdout,
+      /cluster "dev" is not running \(start it with: opkit cluster up --name dev\)/,
+    );
+    const kc = await opkitProcess(process.cwd(), ['cluster', 'kubeconfig', '--name', 'dev'], env);
+    assert.equal(kc.code, 1);
+    assert.match(kc.stderr, /next: opkit cluster up --name dev$/m);
+    const plain = await opkitProcess(process.cwd(), ['cluster', 'status'], env);
+    assert.match(plain.stdout, /\(start it with: opkit cluster up\)/);
+  });
+
   test('commands that need a cluster say which kubeconfig they would use, or what to do', () => {
     using tmp = tempDir('opkit-target-');
     const io = memoryIo();

@@ -99,8 +99,15 @@ describe('opkit generate', () => {
     );
     assert.equal(role.kind, 'ClusterRole');
     assert.equal(role.metadata.name, 'db-op-manager-role');
+    // A finalizer is added and removed with an update or patch of the object itself, and children with an
+    // ownerReference (blockOwnerDeletion) need update on <kind>/finalizers: the scaffold grants both.
     assert.deepEqual(role.rules, [
-      { apiGroups: ['myapp.example.com'], resources: ['databases'], verbs: ['get', 'list', 'watch'] },
+      {
+        apiGroups: ['myapp.example.com'],
+        resources: ['databases'],
+        verbs: ['get', 'list', 'patch', 'update', 'watch'],
+      },
+      { apiGroups: ['myapp.example.com'], resources: ['databases/finalizers'], verbs: ['update'] },
       {
         apiGroups: ['myapp.example.com'],
         resources: ['databases/status'],
@@ -159,7 +166,7 @@ describe('opkit generate', () => {
         "import { controllerFor, Events, type Manager, StatefulSets } from '@opkit/runtime';",
       )
       .replace(
-        "  { resource: Backups.resource, verbs: ['get', 'list', 'watch'] },",
+        "  { resource: Backups.resource, verbs: ['get', 'list', 'watch', 'update', 'patch'] },",
         [
           "  { resource: Backups.resource, verbs: ['watch', 'list', 'get', 'patch'] },",
           "  { resource: StatefulSets, verbs: ['watch', 'get', 'list', 'create', 'delete'] },",
@@ -183,13 +190,21 @@ describe('opkit generate', () => {
       },
       { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
       { apiGroups: ['myapp.example.com'], resources: ['backups'], verbs: ['get', 'list', 'patch', 'watch'] },
-      { apiGroups: ['myapp.example.com'], resources: ['backups/finalizers'], verbs: ['update'] },
+      {
+        apiGroups: ['myapp.example.com'],
+        resources: ['backups/finalizers', 'databases/finalizers'],
+        verbs: ['update'],
+      },
       {
         apiGroups: ['myapp.example.com'],
         resources: ['backups/status', 'databases/status'],
         verbs: ['get', 'patch', 'update'],
       },
-      { apiGroups: ['myapp.example.com'], resources: ['databases'], verbs: ['get', 'list', 'watch'] },
+      {
+        apiGroups: ['myapp.example.com'],
+        resources: ['databases'],
+        verbs: ['get', 'list', 'patch', 'update', 'watch'],
+      },
     ]);
     assert.deepEqual(readYaml(tmp.dir, 'config/crd/kustomization.yaml').resources, [
       'bases/myapp.example.com_backups.yaml',

@@ -178,7 +178,14 @@ describe('opkit create api', () => {
 
     const controller = read(tmp.dir, 'src/controllers/database/controller.ts');
     assert.match(controller, /export const rbac: RbacRule\[\] = \[/);
-    assert.match(controller, /\{ resource: Databases\.resource, verbs: \['get', 'list', 'watch'\] \}/);
+    assert.match(
+      controller,
+      /\{ resource: Databases\.resource, verbs: \['get', 'list', 'watch', 'update', 'patch'\] \}/,
+    );
+    assert.match(
+      controller,
+      /\{ resource: Databases\.resource, subresource: 'finalizers', verbs: \['update'\] \}/,
+    );
     assert.match(controller, /subresource: 'status'/);
     assert.match(controller, /export function setupDatabaseController\(mgr: Manager\)/);
     assert.match(controller, /controllerFor\(mgr, Databases\.resource\)/);

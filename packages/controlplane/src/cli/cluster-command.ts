@@ -10,9 +10,20 @@ export interface ClusterFlags {
   print?: boolean;
 }
 
+export interface ClusterCommandOptions {
+  /** How the user runs these commands, for the hints printed: 'opkit cluster' (default) or 'opkit-controlplane'. */
+  program?: string;
+}
+
 /** Runs one cluster command; returns the exit code. Shared by opkit-controlplane and `opkit cluster`. */
-export async function runClusterCommand(command: string, flags: ClusterFlags): Promise<number> {
+export async function runClusterCommand(
+  command: string,
+  flags: ClusterFlags,
+  opts: ClusterCommandOptions = {},
+): Promise<number> {
   const name = flags.name ?? 'opkit';
+  // The command that starts this cluster, with the flags that name it.
+  const upCommand = `${opts.program ?? 'opkit cluster'} up${name === 'opkit' ? '' : ` --name ${name}`}`;
   switch (command) {
     case 'install': {
       const inst = await install();
@@ -44,7 +55,7 @@ export async function runClusterCommand(command: string, flags: ClusterFlags): P
     case 'status': {
       const status = await clusterStatus(name);
       if (!status) {
-        console.log(`cluster "${name}" is not running (start it with: opkit cluster up)`);
+        console.log(`cluster "${name}" is not running (start it with: ${upCommand})`);
         return 1;
       }
       const readyNodes = status.nodes.filter((n) => n.ready).length;
@@ -59,7 +70,7 @@ export async function runClusterCommand(command: string, flags: ClusterFlags): P
     case 'kubeconfig': {
       const state = runningCluster(name);
       if (!state) {
-        console.error(`error: cluster "${name}" is not running\nnext: opkit cluster up`);
+        console.error(`error: cluster "${name}" is not running\nnext: ${upCommand}`);
         return 1;
       }
       console.log(flags.print ? readFileSync(state.kubeconfigPath, 'utf8').trimEnd() : state.kubeconfigPath);

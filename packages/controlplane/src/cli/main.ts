@@ -45,7 +45,7 @@ if (values.help || !command) {
   process.exit(command || values.help ? 0 : 2);
 }
 try {
-  process.exitCode = await runClusterCommand(command, values);
+  process.exitCode = await runClusterCommand(command, values, { program: 'opkit-controlplane' });
 } catch (err) {
   if (err instanceof InstallError || err instanceof ClusterCommandError) {
     console.error(`error: ${err.message}\nnext: ${err.hint}`);

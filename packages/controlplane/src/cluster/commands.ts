@@ -78,9 +78,16 @@ export async function clusterUp(opts: UpOptions = {}): Promise<ClusterState> {
   }
 }
 
+/**
+ * Stops the cluster's supervisor and removes the cluster's directory (state, supervisor.log, component logs
+ * and data). Without a running cluster it only removes what a failed `up` left; resolves whether one ran.
+ */
 export async function clusterDown(name = 'opkit', timeoutMs = 60_000): Promise<boolean> {
   const state = runningCluster(name);
-  if (!state) return false;
+  if (!state) {
+    rmSync(clusterDir(name), { recursive: true, force: true });
+    return false;
+  }
   process.kill(state.pid, 'SIGTERM');
   const deadline = Date.now() + timeoutMs;
   while (isAlive(state.pid)) {
@@ -90,7 +97,7 @@ export async function clusterDown(name = 'opkit', timeoutMs = 60_000): Promise<b
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  rmSync(statePath(name), { force: true });
+  rmSync(clusterDir(name), { recursive: true, force: true });
   return true;
 }
 

@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { clusterDir } from '../../src/cluster/state.ts';
 
 const main = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const cli = (...args: string[]) =>
   spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', timeout: 120_000 });
 
-test('cluster up -> kubectl get nodes lists Ready nodes -> down leaves nothing running', () => {
+test('cluster up -> kubectl get nodes lists Ready nodes -> down leaves nothing running and no files', () => {
   const name = `cli-test-${process.pid}`;
   const up = cli('up', '--name', name, '--nodes', '2');
   assert.equal(up.status, 0, up.stderr);
@@ -34,6 +36,8 @@ test('cluster up -> kubectl get nodes lists Ready nodes -> down leaves nothing r
   const after = cli('status', '--name', name);
   assert.equal(after.status, 1);
   assert.match(after.stdout, /not running/);
+  // No supervisor.log, state or component logs: the cluster's whole directory is gone.
+  assert.equal(existsSync(clusterDir(name)), false, `${clusterDir(name)} is left behind`);
   const leftovers = spawnSync('pgrep', ['-f', `clusters/${name}/`], { encoding: 'utf8' }).stdout.trim();
   assert.equal(leftovers, '', `processes left behind: ${leftovers}`);
 });

@@ -10,6 +10,9 @@
  *   a namespace, label and field selectors (sent to the API server, so only matching objects are
  *   listed, watched and held in memory), a transform, extra indexers. Reads outside a resource's
  *   namespace throw.
+ * - Reads and events agree: a read with the selectors (and namespace) of an informer a watch uses is
+ *   answered from that informer, which has seen every event it delivered to that watch; other reads
+ *   go to the resource's own informer and filter in memory. Reads never create selector informers.
  * - Objects returned are deep-frozen and typed `DeepReadonly<T>`: `structuredClone(obj) as T` before
  *   modifying one (to build an update, say).
  */
@@ -20,7 +23,13 @@ import type { Clock } from '../util/clock.ts';
 import type { BackoffOptions } from './backoff.ts';
 import { type InformerErrorContext, SharedInformer } from './informer.ts';
 import type { Transform } from './reflector.ts';
-import { fieldMatcher, labelMatcher } from './selector.ts';
+import {
+  canonicalLabelSelector,
+  escapeFieldValue,
+  fieldMatcher,
+  labelMatcher,
+  parseFieldSelector,
+} from './selector.ts';
 import type { DeepReadonly, IndexFunc } from './store.ts';
 
 /** What to cache of one resource. */
@@ -85,12 +94,23 @@ export interface CacheReadOptions {
   signal?: AbortSignal;
 }
 
-export interface CacheListOptions extends CacheReadOptions {
-  namespace?: string;
-  /** Filters in memory (on top of the resource's cache-level selector). */
+/**
+ * Selectors of a read. A read whose selectors (and namespace, or a cluster-wide informer) are those of
+ * an informer a watch uses is answered from that informer: it has seen every event that watch
+ * delivered. Otherwise the resource's informer answers and the selectors filter in memory.
+ */
+export interface CacheSelectorOptions {
+  /** Only objects with these labels (on top of the resource's cache-level selector). */
   labelSelector?: string;
-  /** Filters in memory; dotted paths like `metadata.name` or `status.phase`. */
+  /** Only objects with these fields; dotted paths like `metadata.name` or `status.phase`. */
   fieldSelector?: string;
+}
+
+/** A get with selectors: the object only if it matches them, from the informer of that scope. */
+export interface CacheGetOptions extends CacheReadOptions, CacheSelectorOptions {}
+
+export interface CacheListOptions extends CacheReadOptions, CacheSelectorOptions {
+  namespace?: string;
   /** Objects filed under `value` in the store index `name` (e.g. `controllerUID`). */
   index?: { name: string; value: string };
 }
@@ -121,6 +141,10 @@ export class Cache {
   readonly #opts: CacheOptions;
   readonly #byResource = new Map<string, ResourceCacheOptions<KubeObject>>();
   readonly #informers = new Map<string, SharedInformer<KubeObject>>();
+  /** Each resource's own informer (its cache options), by resource id: the fast path of reads. */
+  readonly #own = new Map<string, SharedInformer<KubeObject>>();
+  /** Resources some informer was asked for with explicit selectors: only their reads are matched. */
+  readonly #selected = new Set<string>();
   #signal: AbortSignal | undefined;
   #runs: Promise<void>[] = [];
   #startWaiters = new Set<() => void>();
@@ -156,18 +180,24 @@ export class Cache {
    * started right away if the cache is running.
    */
   getInformer<T extends KubeObject>(resource: Resource<T>, selector?: InformerSelector): SharedInformer<T> {
+    const id = resourceId(resource);
+    const own = selector ? undefined : this.#own.get(id);
+    if (own) return own as unknown as SharedInformer<T>;
+    if (selector) this.#selected.add(id);
     const base = this.optionsFor(resource);
     const namespace = resource.namespaced
       ? (selector ? selector.namespace : base.namespace) || undefined
       : undefined;
     const labelSelector = (selector ? selector.labelSelector : base.labelSelector) || undefined;
     const fieldSelector = (selector ? selector.fieldSelector : base.fieldSelector) || undefined;
-    const key = [resourceId(resource), namespace ?? '', labelSelector ?? '', fieldSelector ?? ''].join('|');
+    const key = scopeKey(scopeOf(id, namespace, labelSelector, fieldSelector));
     const existing = this.#informers.get(key);
-    if (existing) return existing as unknown as SharedInformer<T>;
+    if (existing) {
+      if (!selector) this.#own.set(id, existing);
+      return existing as unknown as SharedInformer<T>;
+    }
 
     const o = this.#opts;
-    const id = resourceId(resource);
     const informer = new SharedInformer<T>(this.client, resource, {
       ...(namespace ? { namespace } : {}),
       ...(labelSelector ? { labelSelector } : {}),
@@ -194,6 +224,7 @@ export class Cache {
       },
     });
     this.#informers.set(key, informer as unknown as SharedInformer<KubeObject>);
+    if (!selector) this.#own.set(id, informer as unknown as SharedInformer<KubeObject>);
     if (this.#signal) this.#runs.push(informer.start(this.#signal));
     return informer;
   }
@@ -269,57 +300,64 @@ export class Cache {
   }
 
   /**
-   * The object with this key from the cache, or `undefined` if there is none. Waits for the resource's
-   * informer to sync first. Throws CacheNotStartedError before `start`, NamespaceNotCachedError for a
-   * namespace outside the resource's cached namespace, and the abort reason if `signal` aborts.
+   * The object with this key from the cache, or `undefined` if there is none (or, with selectors, if
+   * it does not match them). Waits for the informer to sync first. With the selectors of a watch's
+   * informer, reads that informer (see {@link CacheSelectorOptions}). Throws CacheNotStartedError
+   * before `start`, NamespaceNotCachedError for a namespace the cache does not hold, and the abort
+   * reason if `signal` aborts.
    */
   async get<T extends KubeObject>(
     resource: Resource<T>,
     key: ObjectKey,
-    opts: CacheReadOptions = {},
+    opts: CacheGetOptions = {},
   ): Promise<DeepReadonly<T> | undefined> {
-    const informer = await this.#readyInformer(
-      resource,
-      resource.namespaced ? key.namespace : undefined,
-      opts,
-    );
-    return informer.store.get(resource.namespaced ? key : { name: key.name });
+    const namespace = resource.namespaced ? key.namespace || undefined : undefined;
+    const { informer, scoped } = await this.#readyInformer(resource, namespace, opts);
+    const obj = informer.store.get(resource.namespaced ? key : { name: key.name });
+    if (!obj || scoped) return obj;
+    return matcherOf(opts)(obj) ? obj : undefined;
   }
 
-  /** Objects of a resource from the cache, filtered by namespace, selectors and/or an index. */
+  /**
+   * Objects of a resource from the cache, filtered by namespace, selectors and/or an index. With the
+   * selectors of a watch's informer, reads that informer (see {@link CacheSelectorOptions}).
+   */
   async list<T extends KubeObject>(
     resource: Resource<T>,
     opts: CacheListOptions = {},
   ): Promise<DeepReadonly<T>[]> {
     const namespace = resource.namespaced ? opts.namespace || undefined : undefined;
-    const informer = await this.#readyInformer(resource, namespace, opts);
+    const { informer, scoped } = await this.#readyInformer(resource, namespace, opts);
     const store = informer.store;
+    // A cluster-wide informer answering a read of the cache's namespace: keep to that namespace.
+    const ns = namespace ?? (scoped ? this.optionsFor(resource).namespace : undefined);
     let items: DeepReadonly<T>[];
     if (opts.index) {
       items = store.byIndex(opts.index.name, opts.index.value);
-      if (namespace) items = items.filter((o) => o.metadata.namespace === namespace);
-    } else items = namespace ? store.listByNamespace(namespace) : store.list();
-    if (opts.labelSelector) {
-      const match = labelMatcher(opts.labelSelector);
-      items = items.filter((o) => match(o.metadata.labels));
-    }
-    if (opts.fieldSelector) {
-      const match = fieldMatcher(opts.fieldSelector);
-      items = items.filter((o) => match(o as DeepReadonly<KubeObject>));
-    }
+      if (ns) items = items.filter((o) => o.metadata.namespace === ns);
+    } else items = ns ? store.listByNamespace(ns) : store.list();
+    if (scoped) return items; // that informer holds exactly what the selectors select
+    if (opts.labelSelector || opts.fieldSelector) items = items.filter(matcherOf(opts));
     return items;
   }
 
+  /**
+   * The informer a read goes to, synced: the one whose scope is the read's (a watch's informer, see
+   * {@link CacheSelectorOptions}), else the resource's own. `scoped` tells which.
+   */
   async #readyInformer<T extends KubeObject>(
     resource: Resource<T>,
     namespace: string | undefined,
-    opts: CacheReadOptions,
-  ): Promise<SharedInformer<T>> {
+    opts: CacheReadOptions & CacheSelectorOptions,
+  ): Promise<{ informer: SharedInformer<T>; scoped: boolean }> {
     const id = resourceId(resource);
     const cached = this.optionsFor(resource).namespace;
-    if (namespace && cached && namespace !== cached) throw new NamespaceNotCachedError(id, namespace, cached);
+    const scoped = this.#informerForScope(resource, namespace ?? cached, opts);
+    if (!scoped && namespace && cached && namespace !== cached) {
+      throw new NamespaceNotCachedError(id, namespace, cached);
+    }
     if (!this.#signal) throw new CacheNotStartedError();
-    const informer = this.getInformer(resource);
+    const informer = scoped ?? this.getInformer(resource);
     if (!informer.hasSynced()) {
       opts.signal?.throwIfAborted();
       const synced = await informer.waitForSync(anySignal(opts.signal, this.#signal));
@@ -328,7 +366,30 @@ export class Cache {
         throw new Error(`${id}: the cache stopped before the informer synced`);
       }
     }
-    return informer;
+    return { informer, scoped: scoped !== undefined };
+  }
+
+  /**
+   * An existing informer whose selectors are the read's and whose namespace is the read's, else one
+   * with those selectors across all namespaces. None for a read without selectors.
+   */
+  #informerForScope<T extends KubeObject>(
+    resource: Resource<T>,
+    namespace: string | undefined,
+    selectors: CacheSelectorOptions,
+  ): SharedInformer<T> | undefined {
+    if (!selectors.labelSelector && !selectors.fieldSelector) return undefined;
+    if (!this.#selected.has(resourceId(resource))) return undefined;
+    const want = scopeOf(
+      resourceId(resource),
+      resource.namespaced ? namespace : undefined,
+      selectors.labelSelector,
+      selectors.fieldSelector,
+    );
+    const found =
+      this.#informers.get(scopeKey(want)) ??
+      (want.namespace ? this.#informers.get(scopeKey({ ...want, namespace: '' })) : undefined);
+    return found as unknown as SharedInformer<T> | undefined;
   }
 
   #waitStarted(signal: AbortSignal | undefined): Promise<boolean> {
@@ -348,6 +409,48 @@ export class Cache {
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
+}
+
+/** What an informer holds: a resource, a namespace ('' for all) and canonical selectors ('' for none). */
+interface InformerScope {
+  resource: string;
+  namespace: string;
+  labelSelector: string;
+  fieldSelector: string;
+}
+
+/** Throws SelectorParseError for a selector the API server would reject. */
+function scopeOf(
+  resource: string,
+  namespace: string | undefined,
+  labelSelector: string | undefined,
+  fieldSelector: string | undefined,
+): InformerScope {
+  return {
+    resource,
+    namespace: namespace ?? '',
+    labelSelector: canonicalLabelSelector(labelSelector ?? ''),
+    fieldSelector: canonicalFieldSelector(fieldSelector ?? ''),
+  };
+}
+
+/** The informers' map key: informers for equivalent selectors (`a=b`, `a==b`) are one. */
+function scopeKey(s: InformerScope): string {
+  return [s.resource, s.namespace, s.labelSelector, s.fieldSelector].join('|');
+}
+
+function canonicalFieldSelector(selector: string): string {
+  const parts = parseFieldSelector(selector).map(
+    (r) => `${r.path.join('.')}${r.op}${escapeFieldValue(r.value)}`,
+  );
+  return [...new Set(parts)].sort().join(',');
+}
+
+/** The in-memory filter of a read's selectors. */
+function matcherOf(opts: CacheSelectorOptions): (obj: DeepReadonly<KubeObject>) => boolean {
+  const labels = labelMatcher(opts.labelSelector);
+  const fields = fieldMatcher(opts.fieldSelector);
+  return (obj) => labels(obj.metadata.labels) && fields(obj);
 }
 
 function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal | undefined {

@@ -11,10 +11,12 @@
 export { Backoff, type BackoffOptions, DEFAULT_BACKOFF } from './backoff.ts';
 export {
   Cache,
+  type CacheGetOptions,
   type CacheListOptions,
   CacheNotStartedError,
   type CacheOptions,
   type CacheReadOptions,
+  type CacheSelectorOptions,
   forResource,
   type InformerSelector,
   NamespaceNotCachedError,
@@ -37,10 +39,13 @@ export {
   type Transform,
 } from './reflector.ts';
 export {
+  canonicalLabelSelector,
   fieldMatcher,
   type LabelMatcher,
   type LabelRequirement,
+  labelKeyError,
   labelMatcher,
+  labelValueError,
   parseFieldSelector,
   parseLabelSelector,
   SelectorParseError,

@@ -13,6 +13,7 @@
  * mutable copy (to build an update, say) must copy first: `structuredClone(obj) as T`.
  */
 import { type KubeObject, keyOf, type ObjectKey } from '../api/object.ts';
+import { deepFreeze as freeze } from '../util/freeze.ts';
 
 /** Recursively read-only view of T. Functions are left as they are. */
 export type DeepReadonly<T> = T extends (...args: never[]) => unknown
@@ -44,18 +45,7 @@ export const controllerUIDIndexFunc = (obj: DeepReadonly<KubeObject>): string[] 
 
 /** Freezes `value` and everything reachable from it, in place. Returns it, typed read-only. */
 export function deepFreeze<T>(value: T): DeepReadonly<T> {
-  freezeInPlace(value);
-  return value as DeepReadonly<T>;
-}
-
-function freezeInPlace(value: unknown): void {
-  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return;
-  if (Object.isFrozen(value)) return;
-  Object.freeze(value);
-  for (const key of Reflect.ownKeys(value)) {
-    const desc = Object.getOwnPropertyDescriptor(value, key);
-    if (desc && 'value' in desc) freezeInPlace(desc.value);
-  }
+  return freeze(value) as DeepReadonly<T>;
 }
 
 /** What `replace()` changed, in key order of the new list (deletions last). */

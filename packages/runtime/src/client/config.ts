@@ -12,9 +12,9 @@ import type * as https from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { messageOf } from '../util/errors.ts';
 import {
   ConfigError,
-  errorMessage,
   inCluster,
   inClusterKubeconfig,
   type Kubeconfig,
@@ -340,7 +340,7 @@ function clientNodeCredentials(
         const plainHttp =
           url.protocol === 'http:' && err instanceof Error && /HTTP protocol/.test(err.message);
         if (!plainHttp) {
-          throw new ConfigError(`failed to apply credentials for ${url.href}: ${errorMessage(err)}`, err);
+          throw new ConfigError(`failed to apply credentials for ${url.href}: ${messageOf(err)}`, err);
         }
       }
       // applyToHTTPSOptions also sets `agent` to an agent of its own (no keep-alive); the transport
@@ -439,7 +439,7 @@ function readEntryFile(file: string, field: string, entry: string): Buffer {
     return readFileSync(file);
   } catch (err) {
     throw new ConfigError(
-      `cannot read ${field} ${file} of ${entry}: ${errorMessage(err)} ` +
+      `cannot read ${field} ${file} of ${entry}: ${messageOf(err)} ` +
         '(fix the path in the kubeconfig, or create the file)',
       err,
     );

@@ -8,6 +8,7 @@
  */
 import * as http from 'node:http';
 import * as https from 'node:https';
+import { abortReason } from '../util/abort.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
 import { type ApiError, ConnectionError, errorFromStatus, UnauthorizedError } from './errors.ts';
 import { jsonLines } from './json-lines.ts';
@@ -416,12 +417,6 @@ function parseBody(body: Buffer): unknown {
   } catch {
     return text;
   }
-}
-
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error) return reason;
-  return new DOMException('The operation was aborted', 'AbortError');
 }
 
 function messageOf(err: unknown): string {

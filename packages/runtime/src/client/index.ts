@@ -24,6 +24,7 @@ export {
   RequestTimeoutError,
   type TransportOptions,
 } from './http.ts';
+export { type RateLimitOptions, RateLimitOptionsError, TokenBucket } from './rate-limit.ts';
 export {
   type APIResource,
   type APIResourceList,

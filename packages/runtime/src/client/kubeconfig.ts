@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { messageOf } from '../util/errors.ts';
 
 /** The configuration could not be found, parsed, or applied. */
 export class ConfigError extends Error {
@@ -93,7 +94,7 @@ export function readKubeconfig(file: string): Kubeconfig {
     return parseKubeconfig(yamlParse(readFileSync(file, 'utf8')), file);
   } catch (err) {
     throw new ConfigError(
-      `failed to load kubeconfig ${file}: ${errorMessage(err)} (fix the file or point to another one)`,
+      `failed to load kubeconfig ${file}: ${messageOf(err)} (fix the file or point to another one)`,
       err,
     );
   }
@@ -270,8 +271,4 @@ function text(value: unknown): string | undefined {
   if (typeof value === 'string') return value || undefined;
   if (typeof value === 'number' || typeof value === 'bigint') return String(value);
   return undefined;
-}
-
-export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

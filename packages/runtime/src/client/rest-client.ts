@@ -1,9 +1,13 @@
 /** The API client: typed CRUD, patch, server-side apply, status subresource, and watch over HTTP. */
 import type { KubeObject, ObjectKey, ObjectList, WatchEvent, WatchEventType } from '../api/object.ts';
 import { type Resource, resourcePath } from '../api/resource.ts';
+import { abortReason } from '../util/abort.ts';
+import { sleep } from '../util/clock.ts';
+import { withTypeMeta } from '../util/type-meta.ts';
 import type { RestConfig } from './config.ts';
 import { BadRequestError, errorFromStatus, GoneError, NotFoundError, type Status } from './errors.ts';
-import { buildQuery, HttpTransport, type Query, type RequestMetric } from './http.ts';
+import { buildQuery, type HttpRequest, HttpTransport, type Query, type RequestMetric } from './http.ts';
+import { type RateLimitOptions, TokenBucket } from './rate-limit.ts';
 import type { Client, DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from './types.ts';
 
 export interface ClientOptions {
@@ -18,6 +22,11 @@ export interface ClientOptions {
   maxSockets?: number;
   /** The config's connection pool to use (see TransportOptions.connectionPool). Default 'default'. */
   connectionPool?: string;
+  /**
+   * Client-side throttling of requests (not watches): a token bucket of `burst` refilled at `qps` per second,
+   * as client-go's rest.Config QPS/Burst. Default: none (the API server's Priority and Fairness protects it).
+   */
+  rateLimit?: RateLimitOptions;
 }
 
 /** metav1.APIResource, as listed by discovery. */
@@ -106,6 +115,8 @@ export class RestClient implements Client {
   readonly fieldManager: string;
   readonly config: RestConfig;
   readonly transport: HttpTransport;
+  /** The client-side limiter, when `rateLimit` is set. */
+  readonly rateLimiter: TokenBucket | undefined;
 
   constructor(config: RestConfig, opts: ClientOptions = {}) {
     this.config = config;
@@ -117,6 +128,7 @@ export class RestClient implements Client {
       maxSockets: opts.maxSockets,
       connectionPool: opts.connectionPool,
     });
+    this.rateLimiter = opts.rateLimit ? new TokenBucket(opts.rateLimit) : undefined;
   }
 
   async get<T extends KubeObject>(
@@ -124,13 +136,13 @@ export class RestClient implements Client {
     key: ObjectKey,
     opts: { signal?: AbortSignal } = {},
   ): Promise<T> {
-    return this.transport.request<T>({ method: 'GET', path: objectPath(res, key), signal: opts.signal });
+    return this.#request<T>({ method: 'GET', path: objectPath(res, key), signal: opts.signal });
   }
 
   async list<T extends KubeObject>(res: Resource<T>, opts: ListOptions = {}): Promise<ObjectList<T>> {
     const path = resourcePath(res, { namespace: opts.namespace });
     const page = (o: ListOptions) =>
-      this.transport.request<ObjectList<T>>({
+      this.#request<ObjectList<T>>({
         method: 'GET',
         path,
         query: listQuery(o),
@@ -166,7 +178,7 @@ export class RestClient implements Client {
 
   async create<T extends KubeObject>(res: Resource<T>, obj: T, opts: WriteOptions = {}): Promise<T> {
     const namespace = namespaceFor(res, obj.metadata?.namespace, 'create');
-    return this.transport.request<T>({
+    return this.#request<T>({
       method: 'POST',
       path: resourcePath(res, { namespace }),
       query: writeQuery(this.fieldManager, opts),
@@ -206,7 +218,7 @@ export class RestClient implements Client {
     key: ObjectKey,
     opts: DeleteOptions = {},
   ): Promise<void> {
-    await this.transport.request({
+    await this.#request({
       method: 'DELETE',
       path: objectPath(res, key),
       body: deleteBody(opts),
@@ -239,7 +251,7 @@ export class RestClient implements Client {
   /** What a group-version serves ("v1", "apps/v1"); NotFoundError when the group-version isn't served. */
   async discover(groupVersion: string, opts: { signal?: AbortSignal } = {}): Promise<APIResourceList> {
     const path = groupVersion.includes('/') ? `/apis/${groupVersion}` : `/api/${groupVersion}`;
-    const list = await this.transport.request<APIResourceList>({ method: 'GET', path, signal: opts.signal });
+    const list = await this.#request<APIResourceList>({ method: 'GET', path, signal: opts.signal });
     list.resources ??= [];
     return list;
   }
@@ -267,13 +279,19 @@ export class RestClient implements Client {
       if (performance.now() >= deadline) {
         throw new Error(`${res.plural}.${res.apiVersion} is not served after ${opts.timeoutMs ?? 60_000}ms`);
       }
-      await sleep(interval, opts.signal);
+      if (!(await sleep(interval, opts.signal)) && opts.signal) throw abortReason(opts.signal);
     }
   }
 
   /** Destroys the pooled connections of this client's config (shared with other clients of it). */
   close(): void {
     this.transport.close();
+  }
+
+  /** One request, after the rate limiter (if any) lets it through. */
+  async #request<T>(req: HttpRequest): Promise<T> {
+    if (this.rateLimiter) await this.rateLimiter.wait(req.signal);
+    return this.transport.request<T>(req);
   }
 
   async #put<T extends KubeObject>(
@@ -283,7 +301,7 @@ export class RestClient implements Client {
     subresource?: 'status',
   ): Promise<T> {
     const key = objectKeyFor(res, obj);
-    return this.transport.request<T>({
+    return this.#request<T>({
       method: 'PUT',
       path: resourcePath(res, { namespace: key.namespace, name: key.name, subresource }),
       query: writeQuery(this.fieldManager, opts),
@@ -311,7 +329,7 @@ export class RestClient implements Client {
       body = { ...obj, metadata };
       force = patch.force ? true : undefined;
     }
-    return this.transport.request<T>({
+    return this.#request<T>({
       method: 'PATCH',
       path: resourcePath(res, {
         namespace: namespaceFor(res, key.namespace, 'patch'),
@@ -329,12 +347,6 @@ export class RestClient implements Client {
 /** Creates the API client for `config`. */
 export function createClient(config: RestConfig, opts: ClientOptions = {}): RestClient {
   return new RestClient(config, opts);
-}
-
-/** Sets apiVersion/kind from the resource when missing, without touching the caller's object. */
-function withTypeMeta<T extends KubeObject>(res: Resource<T>, obj: T): T {
-  if (obj.apiVersion && obj.kind) return obj;
-  return { ...obj, apiVersion: obj.apiVersion || res.apiVersion, kind: obj.kind || res.kind };
 }
 
 function namespaceFor(res: Resource, namespace: string | undefined, verb: string): string | undefined {
@@ -377,22 +389,4 @@ function objectKeyFor(res: Resource, obj: KubeObject): ObjectKey {
     );
   }
   return { name, namespace: namespaceFor(res, obj.metadata.namespace, 'update') };
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

@@ -14,15 +14,12 @@
  */
 import type { KubeObject } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
-import {
-  Controller,
-  type ControllerContext,
-  type ControllerOptions,
-  type WatchSelector,
-} from './controller.ts';
+import { Controller } from './controller.ts';
 import { type EventHandler, enqueueForObject, enqueueForOwner, enqueueMapped } from './handler.ts';
+import type { ControllerContext, ControllerOptions } from './options.ts';
 import type { EventObject, Predicate } from './predicate.ts';
 import type { Reconciler, Request } from './reconcile.ts';
+import type { WatchSelector } from './source.ts';
 
 export interface ForOptions<T extends KubeObject> {
   /** Predicates for the primary resource's events only. */
@@ -33,12 +30,13 @@ export interface OwnsOptions<C extends KubeObject> {
   predicates?: readonly Predicate<C>[];
   /** Only follow the controller owner reference (default true). */
   onlyController?: boolean;
-  /** Which informer to watch the child kind through (default: the cache's options for it). */
+  /** Which informer to watch the child kind through (default: the cache's options for it); see WatchSelector. */
   selector?: WatchSelector;
 }
 
 export interface WatchesOptions<S extends KubeObject> {
   predicates?: readonly Predicate<S>[];
+  /** Which informer to watch through (default: the cache's options for the kind); see WatchSelector. */
   selector?: WatchSelector;
 }
 

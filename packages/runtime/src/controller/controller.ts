@@ -30,24 +30,25 @@ import { randomUUID } from 'node:crypto';
 import { type KubeObject, keyOf, parseKey } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { resourceId } from '../api/resource.ts';
-import { TooManyRequestsError } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
 import { type Logger, silentLogger } from '../log/logger.ts';
 import type { Runnable } from '../manager/runnable.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
-import type { RateLimiter } from '../queue/rate-limiter.ts';
 import { defaultControllerRateLimiter } from '../queue/rate-limiter.ts';
 import { WorkQueue } from '../queue/work-queue.ts';
+import { aborted } from '../util/abort.ts';
 import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
 import type { EventHandler, RequestSink } from './handler.ts';
 import {
-  type EventObject,
-  type Predicate,
-  passesCreate,
-  passesDelete,
-  passesGeneric,
-  passesUpdate,
-} from './predicate.ts';
+  type ControllerContext,
+  type ControllerOptions,
+  type ControllerWatchOptions,
+  DEFAULT_CACHE_SYNC_TIMEOUT_MS,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  DEFAULT_RECONCILE_TIMEOUT_MS,
+} from './options.ts';
+import { invokeReconciler, type Outcome, tooManyRequests } from './outcome.ts';
+import { type EventObject, type Predicate, passesGeneric } from './predicate.ts';
 import {
   ControllerShutdownError,
   isTerminalError,
@@ -55,104 +56,28 @@ import {
   type Reconciler,
   ReconcileTimeoutError,
   type Request,
-  type Result,
 } from './reconcile.ts';
+import {
+  type InformerSource,
+  isRegistration,
+  type SourceRegistration,
+  sourceEventHandler,
+} from './source.ts';
 
-// --- what the controller needs from the cache (the real Cache / SharedInformer satisfy it) ---
-
-/** The informer event callbacks (cache/reflector.ts ResourceEventHandler). */
-export interface SourceEventHandler<T extends KubeObject> {
-  onAdd?(obj: EventObject<T>, isInInitialList: boolean): void;
-  onUpdate?(oldObj: EventObject<T>, newObj: EventObject<T>): void;
-  onDelete?(obj: EventObject<T>): void;
-}
-
-export interface SourceRegistration {
-  remove(): void;
-}
-
-/** An informer-like event source (cache/informer.ts SharedInformer). */
-export interface InformerSource<T extends KubeObject> {
-  /** May return a registration with `remove()`; the controller removes its handlers when it stops. */
-  addEventHandler(handler: SourceEventHandler<T>): unknown;
-  hasSynced(): boolean;
-  /** Resolves true once synced, false if `signal` aborts first. Without it `hasSynced` is polled. */
-  waitForSync?(signal?: AbortSignal): Promise<boolean>;
-}
-
-/** Restricts a watch's informer (cache/cache.ts InformerSelector). */
-export interface WatchSelector {
-  namespace?: string;
-  labelSelector?: string;
-  fieldSelector?: string;
-}
-
-/** Hands out shared informers (cache/cache.ts Cache). */
-export interface InformerProvider {
-  getInformer<T extends KubeObject>(resource: Resource<T>, selector?: WatchSelector): InformerSource<T>;
-}
-
-/**
- * What a controller needs from its manager. The manager passes itself (or an object with these).
- */
-export interface ControllerContext {
-  readonly cache: InformerProvider;
-  readonly client: Client;
-  /** Default: a silent logger. */
-  readonly logger?: Logger;
-  /** The manager's metrics registry. Default: a private registry nobody scrapes. */
-  readonly metrics?: MetricsRegistry;
-  /** Default realClock. */
-  readonly clock?: Clock;
-  /** If present, `complete()` registers the controller with it (the manager's `add`). */
-  add?(runnable: Runnable): void;
-}
-
-export interface ControllerOptions {
-  /** Workers, i.e. keys reconciled in parallel. Default 1. */
-  maxConcurrentReconciles?: number;
-  /** A reconcile's signal aborts and the reconcile is abandoned after this long. Default 60 s; 0: never. */
-  reconcileTimeoutMs?: number;
-  /** Backoff for errors and `{requeue: true}`. Default: defaultControllerRateLimiter (5 ms .. 1000 s, 10 qps). */
-  rateLimiter?: RateLimiter<string>;
-  /**
-   * Default true: a "panic" (a reconciler that throws synchronously instead of rejecting, or rejects with
-   * a ReferenceError or a TypeError without `cause`, i.e. a runtime fault like reading a property of
-   * undefined) is counted in controller_runtime_reconcile_panics_total and handled like any error.
-   * false: a panic is fatal to the controller: it shuts down and `start()` rejects with it.
-   */
-  recoverPanic?: boolean;
-  /** Selector for the primary resource's informer (default: the cache's options for it). */
-  cacheOptions?: WatchSelector;
-  /** How long `start` waits for the watched informers to sync before failing. Default 120 s. */
-  cacheSyncTimeoutMs?: number;
-  /** How long shutdown waits for in-flight reconciles. Default 30 s. */
-  drainTimeoutMs?: number;
-  /** Allow a name already used by a controller of the same metrics registry. Default false. */
-  skipNameValidation?: boolean;
-  /** Overrides the context's logger. */
-  logger?: Logger;
-}
-
-export interface ControllerWatchOptions<T extends KubeObject> {
-  predicates?: readonly Predicate<T>[];
-  /** Which informer to watch (default: the cache's options for the resource). */
-  selector?: WatchSelector;
-}
-
-type Outcome =
-  | { kind: 'ok'; result: Result }
-  | { kind: 'error'; err: unknown; panic: boolean }
-  | { kind: 'timeout'; err: ReconcileTimeoutError };
+export type { ControllerContext, ControllerOptions, ControllerWatchOptions } from './options.ts';
+export type {
+  InformerProvider,
+  InformerSource,
+  SourceEventHandler,
+  SourceRegistration,
+  WatchSelector,
+} from './source.ts';
 
 interface Watch {
   source: InformerSource<KubeObject>;
   registration: SourceRegistration | undefined;
 }
 
-const DEFAULT_RECONCILE_TIMEOUT_MS = 60_000;
-const DEFAULT_CACHE_SYNC_TIMEOUT_MS = 120_000;
-const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 const SYNC_POLL_MS = 100;
 
 export class Controller<T extends KubeObject = KubeObject> implements Runnable {
@@ -259,28 +184,11 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
     description = 'source',
   ): void {
     if (this.#stopped) throw new Error(`controller ${this.name} has stopped; cannot add watches`);
-    const sink = this.#sink;
-    const guard = (event: string, fn: () => void): void => {
-      try {
-        fn();
-      } catch (err) {
-        this.#log.error({ err, source: description, event }, 'event handler or predicate failed');
-      }
-    };
-    const registration = source.addEventHandler({
-      onAdd: (obj) =>
-        guard('create', () => {
-          if (passesCreate(predicates, obj)) handler.create(obj, sink);
-        }),
-      onUpdate: (oldObj, newObj) =>
-        guard('update', () => {
-          if (passesUpdate(predicates, oldObj, newObj)) handler.update(oldObj, newObj, sink);
-        }),
-      onDelete: (obj) =>
-        guard('delete', () => {
-          if (passesDelete(predicates, obj)) handler.delete(obj, sink);
-        }),
-    });
+    const registration = source.addEventHandler(
+      sourceEventHandler(handler, predicates, this.#sink, (err, event) =>
+        this.#log.error({ err, source: description, event }, 'event handler or predicate failed'),
+      ),
+    );
     this.#watches.push({
       source: source as unknown as InformerSource<KubeObject>,
       registration: isRegistration(registration) ? registration : undefined,
@@ -432,7 +340,7 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
     const ctx: ReconcileContext = { signal: ac.signal, log, reconcileID, controller: this.name };
     const startedAt = this.#clock.now();
     log.debug('Reconciling');
-    const running = this.#invoke(parseKey(key), ctx);
+    const running = invokeReconciler(this.#reconciler, parseKey(key), ctx);
     const outcome = await Promise.race([running, timeout]);
     if (timer !== undefined) this.#clock.clearTimeout(timer);
     stop.removeEventListener('abort', onStop);
@@ -548,44 +456,4 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
     this.#metrics.reconcileErrors.inc({ controller: this.name });
     this.#metrics.observeReconcile(this.name, 'error', seconds);
   }
-
-  /** Calls the reconciler; the returned promise never rejects. */
-  #invoke(req: Request, ctx: ReconcileContext): Promise<Outcome> {
-    let pending: Promise<Result> | Result;
-    try {
-      pending = this.#reconciler(req, ctx);
-    } catch (err) {
-      return Promise.resolve({ kind: 'error', err, panic: true });
-    }
-    return Promise.resolve(pending).then(
-      (result): Outcome => ({ kind: 'ok', result }),
-      (err: unknown): Outcome => ({ kind: 'error', err, panic: isRuntimeFault(err) }),
-    );
-  }
-}
-
-/** The TooManyRequestsError `err` is or was caused by (searching its `cause` chain), if any. */
-function tooManyRequests(err: unknown): TooManyRequestsError | undefined {
-  const seen = new Set<unknown>();
-  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
-    if (e instanceof TooManyRequestsError) return e;
-    seen.add(e);
-  }
-  return undefined;
-}
-
-/** A JS runtime fault (the closest thing to a Go panic): ReferenceError, or TypeError with no cause. */
-function isRuntimeFault(err: unknown): boolean {
-  return err instanceof ReferenceError || (err instanceof TypeError && err.cause === undefined);
-}
-
-function isRegistration(value: unknown): value is SourceRegistration {
-  return (
-    typeof value === 'object' && value !== null && typeof (value as SourceRegistration).remove === 'function'
-  );
-}
-
-function aborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }

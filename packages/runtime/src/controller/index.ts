@@ -9,17 +9,7 @@ export {
   type OwnsOptions,
   type WatchesOptions,
 } from './builder.ts';
-export {
-  Controller,
-  type ControllerContext,
-  type ControllerOptions,
-  type ControllerWatchOptions,
-  type InformerProvider,
-  type InformerSource,
-  type SourceEventHandler,
-  type SourceRegistration,
-  type WatchSelector,
-} from './controller.ts';
+export { Controller } from './controller.ts';
 export {
   type EnqueueForOwnerOptions,
   type EventHandler,
@@ -30,6 +20,7 @@ export {
   ownerRequests,
   type RequestSink,
 } from './handler.ts';
+export type { ControllerContext, ControllerOptions, ControllerWatchOptions } from './options.ts';
 export {
   and,
   annotationChanged,
@@ -62,3 +53,10 @@ export {
   requeueAfter,
   TerminalError,
 } from './reconcile.ts';
+export type {
+  InformerProvider,
+  InformerSource,
+  SourceEventHandler,
+  SourceRegistration,
+  WatchSelector,
+} from './source.ts';

@@ -5,7 +5,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeObject } from '../api/object.ts';
-import { labelMatcher } from '../cache/selector.ts';
+import { labelKeyError, labelMatcher, labelValueError } from '../cache/selector.ts';
 import type { DeepReadonly } from '../cache/store.ts';
 
 /** Objects handed to predicates and handlers: from the cache, frozen. */
@@ -144,13 +144,25 @@ export function not<T extends KubeObject = KubeObject>(pred: Predicate<T>): Pred
   };
 }
 
-/** Matches labels against a metav1.LabelSelector (an empty selector matches everything). */
+/**
+ * Matches labels against a metav1.LabelSelector (an empty selector matches everything). Throws on a
+ * selector the API server rejects (keys and values validated as labels.Parse does).
+ */
 export function labelSelectorMatcher(
   selector: LabelSelectorInput,
 ): (labels: Readonly<Record<string, string>> | undefined) => boolean {
   const matchLabels = Object.entries(selector.matchLabels ?? {});
   const exprs = selector.matchExpressions ?? [];
+  const check = (why: string | undefined): void => {
+    if (why) throw new Error(`label selector: ${why}`);
+  };
+  for (const [k, v] of matchLabels) {
+    check(labelKeyError(k));
+    check(labelValueError(v));
+  }
   for (const e of exprs) {
+    check(labelKeyError(e.key));
+    for (const v of e.values ?? []) check(labelValueError(v));
     if ((e.operator === 'In' || e.operator === 'NotIn') && !(e.values && e.values.length > 0)) {
       throw new Error(`label selector: operator ${e.operator} on "${e.key}" needs values`);
     }

@@ -14,6 +14,7 @@
  */
 import type { Logger } from 'pino';
 import type { KubeObject, ObjectKey } from '../api/object.ts';
+import { findCause } from '../util/errors.ts';
 
 /** What a reconciler is asked to reconcile: one object's namespace/name. */
 export type Request = ObjectKey;
@@ -78,12 +79,7 @@ export class TerminalError extends Error {
 
 /** True if `err`, or an error in its `cause` chain, is a {@link TerminalError}. */
 export function isTerminalError(err: unknown): boolean {
-  const seen = new Set<unknown>();
-  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
-    if (e instanceof TerminalError) return true;
-    seen.add(e);
-  }
-  return false;
+  return findCause(err, TerminalError) !== undefined;
 }
 
 /** The abort reason of a reconcile's signal when it ran past the controller's reconcile timeout. */

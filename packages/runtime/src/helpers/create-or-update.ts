@@ -13,6 +13,7 @@ import { objectKey } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { AlreadyExistsError, ConflictError, NotFoundError } from '../client/errors.ts';
 import type { Client, WriteOptions } from '../client/types.ts';
+import { withTypeMeta } from '../util/type-meta.ts';
 import { deepCopy, deepEqual, isPlainObject, isSubset } from './equality.ts';
 
 /**
@@ -181,12 +182,6 @@ function mergeInto(target: Record<string, unknown> | KubeObject, patch: Record<s
     else out[key] = deepCopy(value);
   }
   return out;
-}
-
-function withTypeMeta<T extends KubeObject>(res: Resource<T>, obj: T): T {
-  obj.apiVersion ??= res.apiVersion;
-  obj.kind ??= res.kind;
-  return obj;
 }
 
 async function read<T extends KubeObject>(

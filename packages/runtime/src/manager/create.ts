@@ -25,7 +25,10 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
       ...(opts.fieldManager !== undefined ? { fieldManager: opts.fieldManager } : {}),
       onRequest: metrics.restClientObserver(),
     };
-    const built = createClient(config, clientOptions);
+    const built = createClient(config, {
+      ...clientOptions,
+      ...(opts.rateLimit ? { rateLimit: opts.rateLimit } : {}),
+    });
     client = built;
     defaultNamespace = config.namespace;
     const le = opts.leaderElection;
@@ -51,5 +54,6 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   delete (init as ManagerOptions).kubeconfig;
   delete (init as ManagerOptions).context;
   delete (init as ManagerOptions).fieldManager;
+  delete (init as ManagerOptions).rateLimit;
   return new Manager(init);
 }

@@ -1,4 +1,5 @@
 /** The typed errors `Manager.start()` rejects with. */
+import { messageOf } from '../util/errors.ts';
 
 /**
  * Leadership was lost (the Lease could not be renewed within renewDeadline, or leader election itself
@@ -46,8 +47,4 @@ export class GracefulShutdownTimeoutError extends Error {
     this.name = 'GracefulShutdownTimeoutError';
     this.timeoutMs = timeoutMs;
   }
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

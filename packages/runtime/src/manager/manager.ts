@@ -32,8 +32,10 @@ import { Cache } from '../cache/cache.ts';
 import type { Client } from '../client/types.ts';
 import { EventRecorder } from '../helpers/events.ts';
 import { defaultIdentity, type LeaderElector } from '../leaderelection/leader-elector.ts';
+import { logInformerError } from '../log/informer-errors.ts';
 import { createLogger } from '../log/logger.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
+import { aborted } from '../util/abort.ts';
 import { type Clock, realClock } from '../util/clock.ts';
 import { Endpoints } from './endpoints.ts';
 import { CacheSyncTimeoutError, GracefulShutdownTimeoutError, LeaderElectionLostError } from './errors.ts';
@@ -101,7 +103,7 @@ export class Manager {
         ? { namespace: init.cache?.namespace ?? init.namespace }
         : {}),
       onError: (err, ctx) => {
-        this.#log.warn({ err, resource: ctx.resource }, 'informer error');
+        logInformerError(this.#log, err, ctx);
         init.cache?.onError?.(err, ctx);
       },
     });
@@ -421,11 +423,6 @@ export class Manager {
 }
 
 const DEFAULT_CACHE_SYNC_TIMEOUT_MS = 120_000;
-
-function aborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-}
 
 /** true if `p` settled within `ms` (ms < 0: wait forever; 0: only if already settled). */
 async function withTimeout(p: Promise<unknown>, ms: number): Promise<boolean> {

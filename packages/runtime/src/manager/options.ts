@@ -1,6 +1,7 @@
 /** The manager's options: what createManager and the Manager constructor take. */
 import type { Logger } from 'pino';
 import type { CacheOptions } from '../cache/cache.ts';
+import type { RateLimitOptions } from '../client/rate-limit.ts';
 import type { Client } from '../client/types.ts';
 import type { MetricsRegistry } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
@@ -46,6 +47,13 @@ export interface ManagerOptions {
   client?: Client;
   /** Field manager of the built client's writes. Default 'opkit'. */
   fieldManager?: string;
+  /**
+   * Client-side throttling of the built client's requests (not watches), as client-go's QPS/Burst. Default
+   * none: the API server's Priority and Fairness protects it. Leader election always gets its own, unthrottled
+   * client on its own connection pool (unless `leaderElection.client` is given), so renewals never wait behind
+   * throttled requests or watches. Ignored with `client`.
+   */
+  rateLimit?: RateLimitOptions;
   /** Restricts the cache to one namespace (unless `cache.namespace` says otherwise); Lease default. */
   namespace?: string;
   leaderElection?: LeaderElectionOptions;
@@ -88,7 +96,8 @@ export interface StartOptions {
   handleSignals?: boolean;
 }
 
-export interface ManagerInit extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager'> {
+export interface ManagerInit
+  extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager' | 'rateLimit'> {
   client: Client;
   /** Lease namespace when neither leaderElection.namespace nor namespace is set. Default 'default'. */
   defaultNamespace?: string;

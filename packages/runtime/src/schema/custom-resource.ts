@@ -12,6 +12,7 @@
  */
 import type { KubeObject, ObjectMeta } from '../api/object.ts';
 import { defineResource, type Resource } from '../api/resource.ts';
+import { deepFreeze } from '../util/freeze.ts';
 import { SchemaError, toOpenAPI } from './openapi.ts';
 import { s } from './s.ts';
 import {
@@ -452,12 +453,5 @@ function checkScale(root: AnySchema, scale: ScaleSubresource, problems: string[]
   if (scale.labelSelectorPath !== undefined) {
     const prefix = scale.labelSelectorPath.startsWith('.spec.') ? '.spec.' : '.status.';
     check('labelSelectorPath', scale.labelSelectorPath, prefix, 'string');
-  }
-}
-
-function deepFreeze(v: unknown): void {
-  if (v && typeof v === 'object') {
-    Object.freeze(v);
-    for (const x of Object.values(v)) deepFreeze(x);
   }
 }

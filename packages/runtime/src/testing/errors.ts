@@ -75,6 +75,27 @@ export function invalidError(res: Resource, name: string, causes: StatusCause[])
   });
 }
 
+/**
+ * The 422 of an update without metadata.resourceVersion of a kind that does not allow unconditional
+ * updates (every custom resource), worded as the API server words it (it names the resource, not the kind).
+ */
+export function unconditionalUpdateError(res: Resource, name: string): InvalidError {
+  const cause = 'Invalid value: 0: must be specified for an update';
+  return new InvalidError({
+    kind: 'Status',
+    status: 'Failure',
+    message: `${groupResource(res)} "${name}" is invalid: metadata.resourceVersion: ${cause}`,
+    reason: 'Invalid',
+    code: 422,
+    details: {
+      name,
+      group: res.group || undefined,
+      kind: res.plural,
+      causes: [{ reason: 'FieldValueInvalid', message: cause, field: 'metadata.resourceVersion' }],
+    },
+  });
+}
+
 /** A 422 without field causes, as the API server returns when a JSON patch cannot be applied. */
 export function unprocessableError(message: string): InvalidError {
   return new InvalidError({ kind: 'Status', status: 'Failure', message, reason: 'Invalid', code: 422 });

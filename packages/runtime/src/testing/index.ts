@@ -16,6 +16,7 @@ export {
   STALE_OBJECT_MESSAGE,
   timeoutError,
   tooManyRequestsError,
+  unconditionalUpdateError,
   unprocessableError,
 } from './errors.ts';
 export { type EventuallyOptions, eventually } from './eventually.ts';
@@ -30,6 +31,7 @@ export {
   READ_VERBS,
   type RequestHook,
 } from './fake-client.ts';
+export { type FakeEventDelivery, type FakeWatchInfo, randomDelays } from './fake-delivery.ts';
 export {
   ScriptedClient,
   type ScriptedList,

@@ -161,6 +161,55 @@ describe('Cache', () => {
     assert.notEqual(cache.getInformer(Secrets), cache.getInformer(ConfigMaps));
   });
 
+  it('shares one informer between equivalent selectors, and rejects invalid ones', () => {
+    const cache = new Cache(new FakeClient());
+    const a = cache.getInformer(ConfigMaps, { labelSelector: 'x=1,y' });
+    assert.equal(cache.getInformer(ConfigMaps, { labelSelector: 'y, x==1' }), a);
+    assert.equal(cache.getInformer(ConfigMaps, { labelSelector: 'x in (1),y' }), a);
+    assert.throws(() => cache.getInformer(ConfigMaps, { labelSelector: 'Example.com/x=1' }), /prefix/);
+  });
+
+  it("answers a read with the selectors of a watch from that watch's informer", async () => {
+    const client = await seeded();
+    // The default informer of ConfigMaps is restricted to namespace "b"; a watch's informer holds the
+    // app=web ConfigMaps of every namespace.
+    const cache = new Cache(client, { namespace: 'b' });
+    const watched = cache.getInformer(ConfigMaps, { labelSelector: 'app=web' });
+    void cache.start(signal());
+    const inA = await cache.list(ConfigMaps, { namespace: 'a', labelSelector: 'app==web' });
+    assert.deepEqual(
+      inA.map((o) => o.metadata.name),
+      ['one'],
+    );
+    const inB = await cache.list(ConfigMaps, { labelSelector: 'app=web' });
+    assert.deepEqual(
+      inB.map((o) => o.metadata.name),
+      ['three'],
+      "without a namespace: the cache's namespace, as before",
+    );
+    const one = await cache.get(ConfigMaps, { namespace: 'a', name: 'one' }, { labelSelector: 'app=web' });
+    assert.equal(one?.metadata.name, 'one');
+    assert.equal(
+      await cache.get(ConfigMaps, { namespace: 'a', name: 'two' }, { labelSelector: 'app=web' }),
+      undefined,
+    );
+    assert.ok(watched.hasSynced());
+    const lists = client.actions({ verb: 'list' }).filter((a) => a.resource === ConfigMaps);
+    assert.equal(lists.length, 1, "only the watch's informer listed: the reads did not start another");
+    // Other selectors: the resource's informer (namespace "b") filters in memory.
+    await assert.rejects(
+      cache.list(ConfigMaps, { namespace: 'a', labelSelector: 'app=db' }),
+      NamespaceNotCachedError,
+    );
+    const db = await cache.get(ConfigMaps, { namespace: 'b', name: 'three' }, { labelSelector: 'app=db' });
+    assert.equal(db, undefined, 'a get with selectors returns only a matching object');
+    assert.equal(
+      (await cache.get(ConfigMaps, { namespace: 'b', name: 'three' }, { labelSelector: 'app' }))?.metadata
+        .name,
+      'three',
+    );
+  });
+
   it('waitForCacheSync waits for start and for every informer, and returns false on abort', async () => {
     const client = new ScriptedClient();
     const cache = new Cache(client);

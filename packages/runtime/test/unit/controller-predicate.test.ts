@@ -98,6 +98,13 @@ describe('predicates', () => {
       true,
     );
     assert.throws(() => labelSelectorPredicate({ matchExpressions: [{ key: 'x', operator: 'In' }] }));
+    // What the API server rejects: an upper-case prefix, a value with a leading '-'.
+    assert.throws(() => labelSelectorPredicate({ matchLabels: { 'Example.com/a': 'x' } }), /prefix/);
+    assert.throws(() => labelSelectorPredicate('Example.com/a=x'), /prefix/);
+    assert.throws(
+      () => labelSelectorPredicate({ matchExpressions: [{ key: 'a', operator: 'In', values: ['-x'] }] }),
+      /label value/,
+    );
   });
 
   it('and / or / not combine predicates per event kind', () => {

@@ -706,7 +706,7 @@ describe('FakeClient: patch', () => {
     ]);
   });
 
-  it('approximates server-side apply: creates when missing, merges otherwise', async () => {
+  it('server-side apply: creates when missing, applies onto the object otherwise (see fake-client-apply.test.ts)', async () => {
     const fake = new FakeClient();
     // Patch's apply body is typed KubeObject, so kind fields go through a typed variable.
     const first: Widget = {
@@ -727,7 +727,7 @@ describe('FakeClient: patch', () => {
     };
     const applied = await fake.patch(Widgets, key, { type: 'apply', body: second, force: true });
     assert.equal(applied.spec?.size, 2);
-    assert.deepEqual(applied.metadata.labels, { a: '1' }, 'field ownership is not tracked');
+    assert.equal(applied.metadata.labels, undefined, 'its manager stopped applying the label: removed');
     assert.equal(applied.metadata.uid, created.metadata.uid);
     assert.equal(applied.metadata.generation, 2);
     await assert.rejects(

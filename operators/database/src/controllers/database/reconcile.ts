@@ -71,6 +71,7 @@ import {
   StatefulSets,
   setControllerReference,
   TerminalError,
+  withTypeMeta,
 } from '@opkit/runtime';
 import {
   type Database,
@@ -234,10 +235,6 @@ async function allInOrder<const T extends readonly Promise<unknown>[]>(
   return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as {
     -readonly [K in keyof T]: Awaited<T[K]>;
   };
-}
-
-function withTypeMeta<T extends KubeObject>(res: Resource<T>, obj: T): T {
-  return { ...obj, apiVersion: obj.apiVersion ?? res.apiVersion, kind: obj.kind ?? res.kind };
 }
 
 function mainImage(sts: StatefulSet | undefined): string | undefined {

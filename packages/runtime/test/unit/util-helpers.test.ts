@@ -1,0 +1,67 @@
+/** The shared helpers of util/: one of each, used instead of per-file copies. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ConfigMaps } from '../../src/api/builtin.ts';
+import { GoneError, TooManyRequestsError } from '../../src/client/errors.ts';
+import { aborted, abortReason } from '../../src/util/abort.ts';
+import { causeChain, findCause, messageOf } from '../../src/util/errors.ts';
+import { deepFreeze } from '../../src/util/freeze.ts';
+import { withTypeMeta } from '../../src/util/type-meta.ts';
+
+describe('util helpers', () => {
+  test('withTypeMeta fills missing or empty apiVersion/kind without touching the (maybe frozen) object', () => {
+    const bare = Object.freeze({ metadata: { name: 'a' } });
+    const typed = withTypeMeta(ConfigMaps, bare);
+    assert.deepEqual(typed, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a' } });
+    assert.notEqual(typed, bare);
+    assert.equal('kind' in bare, false);
+    const empty = withTypeMeta(ConfigMaps, { apiVersion: '', kind: 'ConfigMap', metadata: { name: 'b' } });
+    assert.equal(empty.apiVersion, 'v1');
+    const complete = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } };
+    assert.equal(withTypeMeta(ConfigMaps, complete), complete, 'a complete object is returned as is');
+  });
+
+  test('deepFreeze freezes nested objects and arrays in place and returns the value', () => {
+    const sym = Symbol('s');
+    const v = { a: { b: [{ c: 1 }] }, [sym]: { d: 2 } };
+    assert.equal(deepFreeze(v), v);
+    assert.ok(Object.isFrozen(v.a.b[0]));
+    assert.ok(Object.isFrozen(v[sym]));
+    assert.equal(deepFreeze(null), null);
+    assert.equal(deepFreeze(3), 3);
+  });
+
+  test('aborted resolves on abort (at once if already aborted); abortReason keeps Error reasons', async () => {
+    await aborted(AbortSignal.abort());
+    const ac = new AbortController();
+    let done = false;
+    const p = aborted(ac.signal).then(() => {
+      done = true;
+    });
+    await new Promise((r) => setImmediate(r));
+    assert.equal(done, false);
+    ac.abort(new Error('stop'));
+    await p;
+    assert.equal(abortReason(ac.signal).message, 'stop');
+    const other = new AbortController();
+    other.abort('a string');
+    assert.equal(abortReason(other.signal).name, 'AbortError');
+  });
+
+  test('messageOf and the cause chain (cycles end it)', () => {
+    assert.equal(messageOf(new Error('boom')), 'boom');
+    assert.equal(messageOf('plain'), 'plain');
+    const limited = new TooManyRequestsError({ kind: 'Status', code: 429, message: 'slow down' }, 429);
+    const outer = new Error('reconcile failed', { cause: new Error('write failed', { cause: limited }) });
+    assert.deepEqual(
+      [...causeChain(outer)].map((e) => e.message),
+      ['reconcile failed', 'write failed', 'slow down'],
+    );
+    assert.equal(findCause(outer, TooManyRequestsError), limited);
+    assert.equal(findCause(outer, GoneError), undefined);
+    const a = new Error('a');
+    const b = new Error('b', { cause: a });
+    (a as { cause?: unknown }).cause = b;
+    assert.equal([...causeChain(a)].length, 2);
+  });
+});

@@ -118,7 +118,7 @@ describe('Database operator: lifecycle', { timeout: 600_000 }, () => {
     await change(
       { version: '9.0' },
       /spec\.version/,
-      /unsupported mysql version "9\.0": supported mysql versions are 8\.0, 8\.4/,
+      /unsupported mysql version 9\.0: supported mysql versions are 8\.0, 8\.4/,
     );
     const upgraded = await client().patch(
       Databases.resource,
@@ -129,7 +129,7 @@ describe('Database operator: lifecycle', { timeout: 600_000 }, () => {
     await change(
       { version: '8.0' },
       /spec\.version/,
-      /version "8\.4" -> "8\.0" is a mysql downgrade: downgrades are not supported: restore a backup into a new Database instead/,
+      /version 8\.4 -> 8\.0 is a mysql downgrade: downgrades are not supported: restore a backup into a new Database instead/,
     );
     // postgres: a major version never changes in place; down, that is a downgrade.
     await client().create(
@@ -142,7 +142,7 @@ describe('Database operator: lifecycle', { timeout: 600_000 }, () => {
       /postgres major version changes are not done in place \(that needs pg_upgrade or a dump and restore\): create a new Database with the new version and migrate the data/,
       'rules-pg',
     );
-    await change({ version: '15' }, /spec\.version/, /"16" -> "15" is a postgres downgrade/, 'rules-pg');
+    await change({ version: '15' }, /spec\.version/, /16 -> 15 is a postgres downgrade/, 'rules-pg');
     assert.equal((await getDb(client(), NS, 'rules-pg')).spec.version, '16');
     await client().delete(Databases.resource, { namespace: NS, name: db.metadata.name ?? '' });
     await client().delete(Databases.resource, { namespace: NS, name: 'rules-pg' });

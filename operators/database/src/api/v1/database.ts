@@ -154,8 +154,11 @@ type Rule = {
  */
 const FORBIDDEN = 'FieldValueForbidden' as const;
 
-/** A CEL string expression quoting the CEL string expression `e`: "13". */
-const quoted = (e: string) => `'"' + ${e} + '"'`;
+/**
+ * The CEL string expression `e` as it goes into a message (unquoted: a '"' in a messageExpression would
+ * make the generated YAML differ from what the formatter writes).
+ */
+const quoted = (e: string) => e;
 
 /**
  * A CEL expression: version `a` is lower than version `b`, both CEL string expressions of dotted numbers

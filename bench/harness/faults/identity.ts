@@ -4,6 +4,7 @@
  * a TokenRequest token, in a kubeconfig whose server is the API server or the fault proxy in front of it.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
 import { join } from 'node:path';
 import type { Kubeconfig } from '@opkit/controlplane';
 import { parse } from 'yaml';
@@ -51,6 +52,33 @@ export async function installOperatorRbac(kube: Kube): Promise<OperatorIdentity>
     { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } },
   );
   return { namespace, serviceAccount: sa.metadata.name, token: req.status.token };
+}
+
+/**
+ * Waits until the API server authorizes the identity (RBAC bindings take effect a moment after they are
+ * created): a list of Databases with its token answers 200. Otherwise the operator's first requests are
+ * refused with 403, which is not the fault under test.
+ */
+export async function waitAuthorized(admin: Kubeconfig, server: string, id: OperatorIdentity): Promise<void> {
+  const ca = Buffer.from(admin.clusters[0]?.cluster['certificate-authority-data'] ?? '', 'base64').toString();
+  const status = () =>
+    new Promise<number>((resolve) => {
+      const req = request(
+        new URL('/apis/myapp.example.com/v1/databases?limit=1', server),
+        { ca, headers: { authorization: `Bearer ${id.token}` } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', () => resolve(0));
+      req.end();
+    });
+  for (let i = 0; i < 300; i++) {
+    if ((await status()) === 200) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the operator's ServiceAccount is not authorized within 30 s (config/rbac applied)`);
 }
 
 /** Writes a kubeconfig (JSON, which is YAML) for the identity against `server`; returns its path. */

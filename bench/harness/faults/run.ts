@@ -15,7 +15,7 @@ import { Kube, type KubeObject, runConcurrently } from '../kube.ts';
 import { Observer } from '../observer.ts';
 import { installCrd, SCALE_FLAGS } from '../scenarios.ts';
 import { type FaultName, type FaultScale, inject, needsLeaderElection } from './faults.ts';
-import { installOperatorRbac, writeOperatorKubeconfig } from './identity.ts';
+import { installOperatorRbac, waitAuthorized, writeOperatorKubeconfig } from './identity.ts';
 import { FaultProxy } from './proxy.ts';
 
 const LEASE = 'database-operator.myapp.example.com';
@@ -136,7 +136,7 @@ interface Operator {
 }
 
 export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
-  const ns = 'default';
+  const ns = 'faults';
   mkdirSync(o.workDir, { recursive: true });
   const result: FaultResult = {
     fault: o.fault,
@@ -166,6 +166,11 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
   const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
   try {
     await installCrd(kube);
+    await kube.json('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: ns },
+    });
     const id = await installOperatorRbac(kube);
     const kubeconfigPath = writeOperatorKubeconfig(
       join(o.workDir, 'operator.kubeconfig'),
@@ -173,6 +178,7 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
       `https://127.0.0.1:${proxy.port}`,
       id,
     );
+    await waitAuthorized(cp.kubeconfig, cp.server, id);
     const le = needsLeaderElection(o.fault);
     const launch = async () => {
       const op = await startOperator('opkit', {
@@ -252,23 +258,17 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     });
     const { takeoverSeconds } = await fault;
     if (takeoverSeconds !== undefined) result.takeoverSeconds = takeoverSeconds;
-    try {
-      const tDone = await observer.waitConverged(
-        names,
-        Math.max(1000, o.convergeTimeoutMs - (performance.now() - t0)),
-      );
-      result.seconds = (tDone - t0) / 1000;
-    } catch (err) {
-      result.failed = err instanceof Error ? err.message.slice(0, 300) : String(err);
-      result.seconds = (performance.now() - t0) / 1000;
-    }
-    result.converged = names.filter((n) => observer.convergedAt.has(n)).length;
 
-    // Reaction: one spec change once the fault is over.
-    const target = dbs.find((d) => d.spec.replicas === 2) ?? dbs[0];
+    // Reaction: one spec change as soon as the fault is over (proxy-half-open: while the old connections
+    // stay half-open), on a Database that had converged, while the rest may still be converging.
+    await observer
+      .waitFor('a first Database to converge', () => observer.convergedAt.size > 0, o.convergeTimeoutMs)
+      .catch(() => {});
+    const targetName = observer.convergedAt.keys().next().value;
+    const target = targetName === undefined ? undefined : observer.dbs.get(targetName);
     if (target) {
       const sts = statefulSetName(target);
-      const want = (observer.stsReplicas.get(sts) ?? target.spec.replicas ?? 1) === 3 ? 2 : 3;
+      const want = (target.spec?.replicas ?? 1) === 3 ? 2 : 3;
       const t = performance.now();
       await kube.json(
         'PATCH',
@@ -288,9 +288,23 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
         .catch(() => o.log(`    no reaction to a change within ${o.reactionTimeoutMs / 1000} s`));
     }
 
+    try {
+      const tDone = await observer.waitConverged(
+        names,
+        Math.max(1000, o.convergeTimeoutMs - (performance.now() - t0)),
+      );
+      result.seconds = (tDone - t0) / 1000;
+    } catch (err) {
+      result.failed = err instanceof Error ? err.message.slice(0, 300) : String(err);
+      result.seconds = (performance.now() - t0) / 1000;
+    }
+    result.converged = names.filter((n) => observer.convergedAt.has(n)).length;
+
     await sleep(2000);
     const expected = new Set([...observer.dbs.values()].flatMap((db) => expectedChildKeys(db)));
-    result.orphans = [...observer.children].filter((k) => !expected.has(k)).length;
+    const orphans = [...observer.children].filter((k) => !expected.has(k));
+    result.orphans = orphans.length;
+    if (orphans.length > 0) result.notes.push(`orphans: ${orphans.slice(0, 5).join(', ')}`);
     result.secretsRegenerated = secrets.changed.size;
     result.crashes = operators.filter((x) => !x.killed && !x.op.proc.running).length;
     return result;

@@ -16,7 +16,8 @@
  * - A watch that stays open but delivers nothing at all, not even a bookmark, for `silenceTimeoutMs`
  *   (65 s: bookmarks come every minute) is aborted and re-opened on a new connection (half-open TCP
  *   connections would otherwise hang forever).
- * - The backoff starts over once a watch delivers its first event or bookmark.
+ * - The backoff starts over once a watch delivers its first event or bookmark, or stayed open for 2 s
+ *   (it was accepted) before it failed.
  *
  * The generator never throws. It returns when `signal` aborts (or when the consumer stops iterating).
  * It is pull-based: while the consumer is busy with an event the stream is not read (and the silence
@@ -126,6 +127,8 @@ export const DEFAULT_SILENCE_TIMEOUT_MS = 65_000;
  * so a server that keeps closing watches at once does not cause a hot loop.
  */
 const SHORT_WATCH_MS = 1000;
+/** A watch open at least this long before it failed had been accepted: the backoff starts over. */
+const ACCEPTED_WATCH_MS = 2000;
 
 type WatchOutcome = 'closed' | 'gone' | 'error' | 'aborted';
 
@@ -324,6 +327,10 @@ export async function* watcher<T extends KubeObject>(
         resourceVersion = undefined;
         break;
       case 'error':
+        // A watch that stayed open for a while was accepted by the server (a refused or failing one
+        // ends at once): what failed before is over, so the backoff starts from its first step again,
+        // even for an idle watch that never delivered (a flapping link reconnects in about a second).
+        if (clock.now() - startedAt >= ACCEPTED_WATCH_MS) backoff.reset();
         if (failure instanceof WatchSilenceError) {
           report(failure, { phase: 'watch', resourceVersion, action: 'rewatch' });
         } else if (!(await backOff(failure, 'watch'))) return;

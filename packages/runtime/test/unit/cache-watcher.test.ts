@@ -312,7 +312,7 @@ describe('watcher', () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
     await take(h.gen, 2);
-    const next = take(h.gen, 3);
+    const next = take(h.gen, 4);
     const delays: number[] = [];
     let w = await h.client.nextWatch();
     // Three failures in a row without any event: 800, 1600, 3200 ms.
@@ -338,8 +338,28 @@ describe('watcher', () => {
       await h.clock.advanceAsync(d);
       if (i < 2) w = await h.client.nextWatch();
     }
-    assert.deepEqual(delays, [800, 1600, 3200, 800, 800, 800], JSON.stringify(h.errors.map((e) => e.ctx)));
-    assert.deepEqual(await next, ['apply c0@11', 'apply c1@12', 'apply c2@13']);
+    // A refused watch (1600), then an idle one (nothing to deliver) that the server accepted and that
+    // broke after 5 s: 800 again.
+    w = await h.client.nextWatch();
+    w.fail(new ConnectionError('read ECONNRESET', undefined));
+    await tick();
+    await tick();
+    delays.push(h.errors.at(-1)?.ctx.delayMs ?? 0);
+    await h.clock.advanceAsync(delays.at(-1) ?? 0);
+    w = await h.client.nextWatch();
+    await h.clock.advanceAsync(5_000);
+    w.fail(new ConnectionError('read ECONNRESET', undefined));
+    await tick();
+    await tick();
+    delays.push(h.errors.at(-1)?.ctx.delayMs ?? 0);
+    assert.deepEqual(
+      delays,
+      [800, 1600, 3200, 800, 800, 800, 1600, 800],
+      JSON.stringify(h.errors.map((e) => e.ctx)),
+    );
+    await h.clock.advanceAsync(800);
+    (await h.client.nextWatch()).push({ type: 'ADDED', object: cm('c3', '20') });
+    assert.deepEqual(await next, ['apply c0@11', 'apply c1@12', 'apply c2@13', 'apply c3@20']);
   });
 
   it('backs off and retries a failed list', async () => {

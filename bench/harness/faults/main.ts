@@ -63,7 +63,8 @@ const doc = `# Fault suite
 (${cpus()[0]?.model ?? 'unknown CPU'}). N Databases (mysql/postgres, replicas 1-3), the operator as its own
 process with exactly config/rbac (a ServiceAccount token), through the fault proxy (bench/harness/faults/proxy.ts);
 a fresh control plane per fault. "reaction after fault": a spec.replicas change made once the fault is over
-(for proxy-half-open: while the old connections stay half-open), until the StatefulSet follows.
+and every Database converged (for proxy-half-open: at once, while the old connections stay half-open), until
+the StatefulSet follows.
 ${values.notes ? `\n${values.notes}\n` : ''}
 ${table}
 `;

@@ -5,6 +5,9 @@
  *   stall()     no byte moves either way, on open and new connections, until resume() (a partition);
  *   halfOpen()  the open connections stall forever and are never closed (the far end gone without FIN),
  *               while new connections work (the re-routed path), until heal().
+ * Like a load balancer in front of API servers, it takes connections only while the API server reports
+ * ready (`upstreamReady`, kept by the caller from /readyz): a restarted kube-apiserver answers 403 for
+ * a moment before its RBAC caches synced, which clients behind a real load balancer never see.
  * Loopback only; the proxy never retries or buffers beyond what the kernel holds for a paused socket.
  */
 import { createServer, type Server, Socket } from 'node:net';
@@ -30,6 +33,8 @@ export class FaultProxy {
   private readonly server: Server;
   private readonly pairs = new Set<Pair>();
   private stalled = false;
+  /** Whether the API server reports ready; connections are refused (reset) while it does not. */
+  upstreamReady = true;
   readonly stats: ProxyStats = { accepted: 0, cut: 0, halfOpen: 0 };
 
   private constructor(server: Server, port: number) {
@@ -54,6 +59,10 @@ export class FaultProxy {
   }
 
   private accept(client: Socket, host: string, port: number): void {
+    if (!this.upstreamReady) {
+      client.resetAndDestroy();
+      return;
+    }
     this.stats.accepted++;
     const upstream = new Socket();
     const pair: Pair = { client, upstream, dead: false };

@@ -162,6 +162,18 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     ...(o.mode === 'cluster' ? { requirePhase: 'Running' } : {}),
   });
   const secrets = new SecretTracker(kube, ns);
+  // The load balancer's health check: /readyz every 200 ms (see FaultProxy.upstreamReady).
+  let checking = true;
+  const health = (async () => {
+    while (checking) {
+      const code = await kube
+        .raw('GET', '/readyz')
+        .then((r) => r.code)
+        .catch(() => 0);
+      proxy.upstreamReady = code === 200;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
   const operators: Operator[] = [];
   const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
   try {
@@ -259,35 +271,38 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     const { takeoverSeconds } = await fault;
     if (takeoverSeconds !== undefined) result.takeoverSeconds = takeoverSeconds;
 
-    // Reaction: one spec change as soon as the fault is over (proxy-half-open: while the old connections
-    // stay half-open), on a Database that had converged, while the rest may still be converging.
-    await observer
-      .waitFor('a first Database to converge', () => observer.convergedAt.size > 0, o.convergeTimeoutMs)
-      .catch(() => {});
-    const targetName = observer.convergedAt.keys().next().value;
-    const target = targetName === undefined ? undefined : observer.dbs.get(targetName);
-    if (target) {
-      const sts = statefulSetName(target);
-      const want = (target.spec?.replicas ?? 1) === 3 ? 2 : 3;
-      const t = performance.now();
-      await kube.json(
-        'PATCH',
-        `${kindPath('Database', ns)}/${target.metadata.name}`,
-        { spec: { replicas: want } },
-        'application/merge-patch+json',
-      );
+    // Reaction: one spec change on a converged Database: once the fault is over and every Database
+    // converged (the operator idle: the figure is the operator's reaction, not its queue), except for
+    // proxy-half-open, where it is made at once, while the old connections stay half-open.
+    const react = async (): Promise<void> => {
       await observer
-        .waitFor(
-          `StatefulSet ${sts} to have ${want} replicas`,
-          () => observer.stsReplicas.get(sts) === want,
-          o.reactionTimeoutMs,
-        )
-        .then((tSeen) => {
-          result.reactionSeconds = (tSeen - t) / 1000;
-        })
-        .catch(() => o.log(`    no reaction to a change within ${o.reactionTimeoutMs / 1000} s`));
-    }
-
+        .waitFor('a first Database to converge', () => observer.convergedAt.size > 0, o.convergeTimeoutMs)
+        .catch(() => {});
+      const targetName = observer.convergedAt.keys().next().value;
+      const target = targetName === undefined ? undefined : observer.dbs.get(targetName);
+      if (target) {
+        const sts = statefulSetName(target);
+        const want = (target.spec?.replicas ?? 1) === 3 ? 2 : 3;
+        const t = performance.now();
+        await kube.json(
+          'PATCH',
+          `${kindPath('Database', ns)}/${target.metadata.name}`,
+          { spec: { replicas: want } },
+          'application/merge-patch+json',
+        );
+        await observer
+          .waitFor(
+            `StatefulSet ${sts} to have ${want} replicas`,
+            () => observer.stsReplicas.get(sts) === want,
+            o.reactionTimeoutMs,
+          )
+          .then((tSeen) => {
+            result.reactionSeconds = (tSeen - t) / 1000;
+          })
+          .catch(() => o.log(`    no reaction to a change within ${o.reactionTimeoutMs / 1000} s`));
+      }
+    };
+    if (o.fault === 'proxy-half-open') await react();
     try {
       const tDone = await observer.waitConverged(
         names,
@@ -299,6 +314,7 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
       result.seconds = (performance.now() - t0) / 1000;
     }
     result.converged = names.filter((n) => observer.convergedAt.has(n)).length;
+    if (o.fault !== 'proxy-half-open') await react();
 
     await sleep(2000);
     const expected = new Set([...observer.dbs.values()].flatMap((db) => expectedChildKeys(db)));
@@ -319,6 +335,8 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
         result.logLines[lvl] = (result.logLines[lvl] ?? 0) + k;
       result.eventsLost += c.eventsLost;
     }
+    checking = false;
+    await health;
     await secrets.stop();
     await observer.stop();
     await proxy.close();

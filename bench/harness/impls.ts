@@ -30,6 +30,8 @@ export interface StartOptions {
   opkitNodeFlags?: string[];
   /** --sync-period for the implementations that resync (opkit, controller-runtime), e.g. '60s'. */
   syncPeriod?: string;
+  /** More flags, e.g. ['--leader-elect'] (the fault runs). */
+  extraArgs?: string[];
 }
 
 export const OPKIT_DOCKERFILE = join(REPO_ROOT, 'operators', 'database', 'Dockerfile');
@@ -106,6 +108,7 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
     '--health-probe-bind-address',
     `127.0.0.1:${healthPort}`,
     ...(opts.workers ? ['--max-concurrent-reconciles', String(opts.workers)] : []),
+    ...(opts.extraArgs ?? []),
   ];
   const resync = opts.syncPeriod ? ['--sync-period', opts.syncPeriod] : [];
   const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];

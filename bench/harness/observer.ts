@@ -12,6 +12,11 @@ export interface ObserverOptions {
   /** "Kind/name" of every child a Database must have. */
   expected: (db: KubeObject) => string[];
   requirePhase?: string;
+  /**
+   * List and watch again (every second, at most 300 times in a row) when a list or watch fails, instead
+   * of failing: for runs that restart the API server.
+   */
+  retryWatches?: boolean;
 }
 
 type Db = KubeObject & {
@@ -46,11 +51,21 @@ export class Observer {
       kinds.map(async (kind) => {
         const path = kindPath(kind, ns);
         const full = kind === 'Database' || kind === 'StatefulSet';
+        let failures = 0;
+        const retry = (err: Error): Promise<void> | undefined => {
+          if (this.abort.signal.aborted) return undefined;
+          if (!this.opts.retryWatches || ++failures > 300) {
+            this.fail(err);
+            return undefined;
+          }
+          return new Promise((r) => setTimeout(r, 1000)).then(() => listAndWatch().catch(retry));
+        };
         const listAndWatch = async (): Promise<void> => {
           const list = await this.kube.json<{ items: KubeObject[]; metadata: { resourceVersion: string } }>(
             'GET',
             path,
           );
+          failures = 0;
           for (const o of list.items) this.onEvent(kind, 'ADDED', o);
           const w = this.kube
             .watch(path, list.metadata.resourceVersion, (type, o) => this.onEvent(kind, type, o), {
@@ -59,8 +74,8 @@ export class Observer {
             })
             .then(
               // A watch the API server ended (timeout, overload): list and watch again.
-              () => (this.abort.signal.aborted ? undefined : listAndWatch()),
-              (err: Error) => this.fail(err),
+              () => (this.abort.signal.aborted ? undefined : listAndWatch().catch(retry)),
+              retry,
             );
           this.watches.push(w);
         };

@@ -107,7 +107,7 @@ const MiB = 2 ** 20;
 
 let crdWarned = false;
 
-async function installCrd(kube: Kube): Promise<void> {
+export async function installCrd(kube: Kube): Promise<void> {
   const { Databases } = await import('../../operators/database/src/api/v1/database.ts');
   const crd = Databases.crd();
   const res = await kube.raw('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
@@ -136,7 +136,7 @@ async function installCrd(kube: Kube): Promise<void> {
 }
 
 /** Scrapes until the counters of the benchmark's resources stop moving (the operator went idle). */
-async function settle(
+export async function settle(
   kube: Kube,
   quietMs: number,
   maxMs: number,

@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../kube-client.ts';
 import { ManagedProcess } from '../process.ts';
@@ -12,11 +13,64 @@ export interface KwokConfig {
   podCidr: string;
 }
 
+/**
+ * A stage kwok's defaults lack: a Running pod whose Ready condition is not True becomes Ready again. The
+ * controller-manager marks every pod of a node NotReady when the node's Lease stops being renewed (an API
+ * server outage does that to every kwok node at once); kwok's own pod-ready stage only moves Pending pods,
+ * so without this the pods would stay NotReady after the nodes are Ready again, where a real kubelet
+ * reports them Ready at its next status update.
+ */
+export const POD_READY_AGAIN_STAGE = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: PodScheduled
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+      {{ range .spec.readinessGates }}
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: {{ .conditionType | Quote }}
+      {{ end }}
+`;
+
 /** kwok drives fake nodes (heartbeats through Leases) and makes their Pods Running and Ready. */
 export function startKwok(c: KwokConfig): ManagedProcess {
+  const extra = join(c.dir, 'kwok-stages-recovery.yaml');
+  writeFileSync(extra, POD_READY_AGAIN_STAGE);
   const args = [
     `--kubeconfig=${c.kubeconfig}`,
     `--config=${c.stages}`,
+    `--config=${extra}`,
     `--manage-nodes-with-annotation-selector=${KWOK_NODE_ANNOTATION}=fake`,
     `--cidr=${c.podCidr}`,
     '--node-ip=127.0.0.1',

@@ -46,6 +46,33 @@ describe('cluster mode', () => {
     assert.equal(sc.metadata.annotations['storageclass.kubernetes.io/is-default-class'], 'true');
   });
 
+  test('a Running pod marked NotReady (as the node controller does after an outage) becomes Ready again', async () => {
+    const ns = 'recovery';
+    await client.json('POST', '/api/v1/namespaces', { metadata: { name: ns } });
+    await eventually(
+      'default ServiceAccount',
+      async () => (await client.raw('GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).code === 200,
+    );
+    const path = `/api/v1/namespaces/${ns}/pods/p`;
+    await client.json('POST', `/api/v1/namespaces/${ns}/pods`, {
+      metadata: { name: 'p' },
+      spec: { containers: [{ name: 'c', image: 'busybox' }] },
+    });
+    await eventually('the pod to be Ready', async () => ready(await client.json<Pod>('GET', path)), 60_000);
+    // What the node lifecycle controller's MarkPodsNotReady writes when a node's Lease runs out.
+    await client.json(
+      'PATCH',
+      `${path}/status`,
+      { status: { conditions: [{ type: 'Ready', status: 'False', reason: 'NodeNotReady' }] } },
+      'application/strategic-merge-patch+json',
+    );
+    await eventually(
+      'the pod to be Ready again',
+      async () => ready(await client.json<Pod>('GET', path)),
+      60_000,
+    );
+  });
+
   test('a StatefulSet with a volumeClaimTemplate: bound PVCs, Ready pods, expansion, GC, namespace deletion', async () => {
     const ns = 'sts-test';
     await client.json('POST', '/api/v1/namespaces', { metadata: { name: ns } });

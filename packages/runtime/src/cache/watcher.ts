@@ -13,8 +13,11 @@
  * - Any other error (connection refused, 5xx, 429, a broken stream) is reported to `onError` and retried
  *   after an exponential backoff: a failed list is listed again, a failed watch is re-opened at the last
  *   resourceVersion (if that is too old by then, the server answers 410 and the watcher relists).
- * - A watch that stays open but delivers nothing at all, not even a bookmark, for `silenceTimeoutMs` is
- *   aborted and re-opened (half-open TCP connections would otherwise hang forever).
+ * - A watch that stays open but delivers nothing at all, not even a bookmark, for `silenceTimeoutMs`
+ *   (65 s: bookmarks come every minute) is aborted and re-opened on a new connection (half-open TCP
+ *   connections would otherwise hang forever).
+ * - The backoff starts over once a watch delivers its first event or bookmark, or stayed open for 2 s
+ *   (it was accepted) before it failed.
  *
  * The generator never throws. It returns when `signal` aborts (or when the consumer stops iterating).
  * It is pull-based: while the consumer is busy with an event the stream is not read (and the silence
@@ -22,7 +25,13 @@
  */
 import type { KubeObject, ObjectList, WatchEvent } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
-import { errorFromStatus, isGone, type Status, TooManyRequestsError } from '../client/errors.ts';
+import {
+  errorFromStatus,
+  isGone,
+  StaleConnectionError,
+  type Status,
+  TooManyRequestsError,
+} from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
 import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
 import { Backoff, type BackoffOptions } from './backoff.ts';
@@ -63,8 +72,10 @@ export interface WatcherOptions {
    */
   watchTimeoutSeconds?: number;
   /**
-   * Abort and re-open a watch that delivered nothing for this long (ms). Default: the watch's timeout
-   * plus 30 s (the server should have closed it by then).
+   * Abort and re-open a watch that delivered nothing for this long (ms). Default 65 s: kube-apiserver
+   * sends every watch that asked for bookmarks one about every minute, so a minute and more without a
+   * byte means the connection is dead (half-open: the far end gone without FIN, or a middlebox that
+   * keeps the TCP session alive but forwards nothing). Never later than the watch's timeout plus 30 s.
    */
   silenceTimeoutMs?: number;
   /** Backoff for retries after errors; a Backoff instance or options for one. */
@@ -81,11 +92,18 @@ export interface WatcherOptions {
   random?: () => number;
 }
 
-/** Reported to `onError` when a watch is aborted because it stayed silent for too long. */
-export class WatchSilenceError extends Error {
+/**
+ * Reported to `onError` when a watch is aborted because it stayed silent for too long. A
+ * StaleConnectionError: the transport then also drops its idle pooled sockets (likely dead too), so the
+ * re-opened watch gets a fresh connection.
+ */
+export class WatchSilenceError extends StaleConnectionError {
   readonly silenceMs: number;
   constructor(silenceMs: number) {
-    super(`watch delivered nothing for ${silenceMs} ms; re-establishing it`);
+    super(
+      `watch delivered nothing, not even a bookmark, for ${Math.round(silenceMs / 1000)} s: ` +
+        'the connection is presumed dead; re-opening the watch on a new connection',
+    );
     this.name = 'WatchSilenceError';
     this.silenceMs = silenceMs;
   }
@@ -102,11 +120,15 @@ export class ShortWatchError extends Error {
 export const DEFAULT_PAGE_SIZE = 500;
 const MIN_WATCH_TIMEOUT_SECONDS = 300;
 const SILENCE_GRACE_MS = 30_000;
+/** Bookmarks arrive about every 60 s (the cacher's bookmarkFrequency) plus 5 s of slack. */
+export const DEFAULT_SILENCE_TIMEOUT_MS = 65_000;
 /**
  * A clean close sooner than this (or than half the watch timeout) with no events is treated as an error,
  * so a server that keeps closing watches at once does not cause a hot loop.
  */
 const SHORT_WATCH_MS = 1000;
+/** A watch open at least this long before it failed had been accepted: the backoff starts over. */
+const ACCEPTED_WATCH_MS = 2000;
 
 type WatchOutcome = 'closed' | 'gone' | 'error' | 'aborted';
 
@@ -210,7 +232,8 @@ export async function* watcher<T extends KubeObject>(
     const onAbort = (): void => ctrl.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
     const timeoutSeconds = opts.watchTimeoutSeconds ?? Math.floor(MIN_WATCH_TIMEOUT_SECONDS * (1 + random()));
-    const silenceMs = opts.silenceTimeoutMs ?? timeoutSeconds * 1000 + SILENCE_GRACE_MS;
+    const silenceMs =
+      opts.silenceTimeoutMs ?? Math.min(DEFAULT_SILENCE_TIMEOUT_MS, timeoutSeconds * 1000 + SILENCE_GRACE_MS);
     const startedAt = clock.now();
     let received = 0;
     let timer: TimerHandle | undefined;
@@ -247,7 +270,9 @@ export async function* watcher<T extends KubeObject>(
           const status = ev.object as unknown as Status;
           throw errorFromStatus(status?.code ?? 500, status);
         }
-        received++;
+        // The server accepted the watch and it delivers: whatever failed before is over, so the next
+        // failure starts the backoff from its first step (flapping links reconnect in about a second).
+        if (received++ === 0) backoff.reset();
         goneWithoutProgress = false;
         if (type === 'BOOKMARK') {
           const rv = ev.object?.metadata?.resourceVersion;
@@ -302,6 +327,10 @@ export async function* watcher<T extends KubeObject>(
         resourceVersion = undefined;
         break;
       case 'error':
+        // A watch that stayed open for a while was accepted by the server (a refused or failing one
+        // ends at once): what failed before is over, so the backoff starts from its first step again,
+        // even for an idle watch that never delivered (a flapping link reconnects in about a second).
+        if (clock.now() - startedAt >= ACCEPTED_WATCH_MS) backoff.reset();
         if (failure instanceof WatchSilenceError) {
           report(failure, { phase: 'watch', resourceVersion, action: 'rewatch' });
         } else if (!(await backOff(failure, 'watch'))) return;

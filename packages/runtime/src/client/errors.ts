@@ -73,6 +73,17 @@ export class ConnectionError extends Error {
   }
 }
 
+/**
+ * A connection found dead without an error from the network (a watch silent for longer than the API
+ * server ever stays silent): aborting a request or watch with it also drops the pool's idle sockets.
+ */
+export class StaleConnectionError extends ConnectionError {
+  constructor(message: string, cause?: unknown) {
+    super(message, cause);
+    this.name = 'StaleConnectionError';
+  }
+}
+
 /** Maps an HTTP status code and body to the matching typed error. */
 export function errorFromStatus(httpCode: number, body: unknown, retryAfterHeader?: string | null): ApiError {
   const status: Status =

@@ -10,9 +10,15 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
-import { type ApiError, ConnectionError, errorFromStatus, UnauthorizedError } from './errors.ts';
+import {
+  type ApiError,
+  ConnectionError,
+  errorFromStatus,
+  StaleConnectionError,
+  UnauthorizedError,
+} from './errors.ts';
 import { jsonLines } from './json-lines.ts';
-import { type AnyAgent, agentFor } from './pools.ts';
+import { type AnyAgent, agentFor, dropIdleSockets } from './pools.ts';
 import { buildQuery, type Query } from './query.ts';
 
 export { JsonLineDecoder, jsonLines } from './json-lines.ts';
@@ -195,6 +201,9 @@ export class HttpTransport {
       throw new ConnectionError(`stream ${path} from ${this.config.host} broke: ${messageOf(err)}`, err);
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      // Aborted as a dead connection (a silent watch): the idle sockets opened as long ago are likely
+      // dead too, and the next request or watch must not wait out a timeout on one of them.
+      if (signal?.aborted && signal.reason instanceof StaleConnectionError) dropIdleSockets(this.agent);
       // Ended by the server: the socket goes back to the pool. Otherwise it must not be reused.
       if (!res.complete) {
         res.destroy();
@@ -304,6 +313,8 @@ export class HttpTransport {
             retryable: false,
           });
           req.destroy();
+          // A request that got no answer in time likely sat on a dead pooled socket: so may the others.
+          dropIdleSockets(this.agent);
         }, timeoutMs);
       }
       req.on('error', (err: NodeJS.ErrnoException) => {
@@ -357,6 +368,7 @@ export class HttpTransport {
             new RequestTimeoutError(`GET ${path} to ${this.config.host} timed out after ${timeoutMs}ms`),
           );
           req.destroy();
+          dropIdleSockets(this.agent);
         }, timeoutMs);
       }
       req.on('error', (err) => {

@@ -19,6 +19,16 @@ export const LEADER_ELECTION_POOL = 'leader-election';
 export type AnyAgent = http.Agent | https.Agent;
 const agents = new WeakMap<RestConfig, Map<string, AnyAgent>>();
 
+/**
+ * Destroys the pool's idle keep-alive sockets (sockets in use are left alone): after a connection was
+ * found dead, the next request opens a fresh one instead of waiting out a timeout on a stale socket.
+ */
+export function dropIdleSockets(agent: AnyAgent): void {
+  for (const sockets of Object.values(agent.freeSockets)) {
+    for (const socket of sockets ?? []) socket.destroy();
+  }
+}
+
 /** The keep-alive agent of `pool`, shared by every transport of `config` that uses that pool. */
 export function agentFor(
   config: RestConfig,

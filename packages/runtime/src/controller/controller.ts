@@ -31,6 +31,7 @@ import { type KubeObject, keyOf, parseKey } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import { resourceId } from '../api/resource.ts';
 import type { Client } from '../client/types.ts';
+import { isTransient } from '../log/informer-errors.ts';
 import { type Logger, silentLogger } from '../log/logger.ts';
 import type { Runnable } from '../manager/runnable.ts';
 import { MetricsRegistry } from '../metrics/registry.ts';
@@ -38,6 +39,7 @@ import { defaultControllerRateLimiter } from '../queue/rate-limiter.ts';
 import { WorkQueue } from '../queue/work-queue.ts';
 import { aborted } from '../util/abort.ts';
 import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
+import { causeChain, messageOf } from '../util/errors.ts';
 import type { EventHandler, RequestSink } from './handler.ts';
 import {
   type ControllerContext,
@@ -105,6 +107,8 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
   #stopNow: (() => void) | undefined;
   #active = 0;
   #abandoned = 0;
+  /** Reconciles are failing because the API server is unreachable or unavailable (logged once). */
+  #apiUnavailable = false;
 
   constructor(
     ctx: ControllerContext,
@@ -392,6 +396,10 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
   }
 
   #handleOutcome(key: string, outcome: Outcome, seconds: number, log: Logger, stop: AbortSignal): void {
+    if (outcome.kind === 'ok' && this.#apiUnavailable) {
+      this.#apiUnavailable = false;
+      log.info('the API server answers again: reconciles succeed');
+    }
     if (outcome.kind === 'ok') {
       const result = outcome.result ?? {};
       const after = result.requeueAfter;
@@ -444,7 +452,18 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
     }
     this.queue.addRateLimited(key);
     if (stop.aborted) log.debug({ err }, 'Reconciler error during shutdown');
-    else log.error({ err, retries: this.queue.numRequeues(key) }, 'Reconciler error');
+    else if (!panic && [...causeChain(err)].some(isTransient)) {
+      // The API server restarting or unreachable: every reconcile fails the same way until it is back.
+      // One warning, then the retries at debug; an info line when a reconcile succeeds again.
+      if (this.#apiUnavailable) log.debug({ err, retries: this.queue.numRequeues(key) }, 'Reconciler error');
+      else {
+        this.#apiUnavailable = true;
+        log.warn(
+          { error: messageOf(err) },
+          'Reconciler error: the API server is unavailable; retrying with backoff (further errors at debug until a reconcile succeeds)',
+        );
+      }
+    } else log.error({ err, retries: this.queue.numRequeues(key) }, 'Reconciler error');
   }
 
   #setAbandoned(delta: number): void {

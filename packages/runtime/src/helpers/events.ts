@@ -10,14 +10,19 @@
  *   `flush()` once the 30 seconds have passed, and by `close()`).
  * - `event()` never blocks and never throws: writes go through a small FIFO queue worked off in the
  *   background, and failures (and a full queue) are reported to `onError`.
+ * - A write that fails because the API server is unreachable or unavailable (restarting, 5xx, 429) is
+ *   retried with backoff (1 s doubling to 30 s, EVENT_WRITE_ATTEMPTS in all, about 2 minutes) before it
+ *   counts as failed; the queue bounds what waits meanwhile (maxQueue). `close()` cuts the waits short.
  */
 
 import type { Event } from '../api/builtin.ts';
 import { Events } from '../api/builtin.ts';
 import type { KubeObject } from '../api/object.ts';
-import { NotFoundError } from '../client/errors.ts';
+import { AlreadyExistsError, NotFoundError } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
+import { isTransient } from '../log/informer-errors.ts';
 import type { Clock, TimerHandle } from '../util/clock.ts';
+import { causeChain } from '../util/errors.ts';
 
 export type EventType = 'Normal' | 'Warning';
 
@@ -27,6 +32,10 @@ export const SERIES_FINISH_MS = 6 * 60 * 1000;
 export const SERIES_REFRESH_MS = 30 * 1000;
 /** The API's limit on `note`, in bytes. */
 export const NOTE_MAX_BYTES = 1024;
+/** Attempts of one write when the API server is unavailable (delays 1, 2, 4, 8, 16, 30, 30 s between). */
+export const EVENT_WRITE_ATTEMPTS = 8;
+const RETRY_INITIAL_MS = 1000;
+const RETRY_MAX_MS = 30_000;
 /** The API's limit on `reason` and `action`, in characters. */
 export const REASON_MAX_LENGTH = 128;
 
@@ -99,6 +108,8 @@ export class EventRecorder {
   #lastNanos = 0n;
   #lastSweep = 0;
   #closed = false;
+  /** Wakes the writes waiting to retry (close() ends the waits). */
+  readonly #waking = new Set<() => void>();
 
   constructor(opts: EventRecorderOptions) {
     this.#client = opts.client;
@@ -163,6 +174,7 @@ export class EventRecorder {
       if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
       this.#timer = undefined;
       this.#refresh(true);
+      for (const wake of [...this.#waking]) wake();
     }
     while (this.#draining) await this.#draining;
   }
@@ -214,7 +226,12 @@ export class EventRecorder {
     const queued = this.#enqueue({
       event,
       run: async () => {
-        await this.#client.create(Events, structuredClone(event));
+        try {
+          await this.#client.create(Events, structuredClone(event));
+        } catch (err) {
+          // The name is ours alone: it exists because an earlier attempt landed (its answer was lost).
+          if (!(err instanceof AlreadyExistsError)) throw err;
+        }
       },
     });
     if (!queued) return;
@@ -331,8 +348,7 @@ export class EventRecorder {
       }
       this.#queue.splice(i, 1);
       this.#writing.add(id);
-      job
-        .run()
+      this.#runWithRetries(job)
         .catch((err: unknown) => this.#report(err, job.event))
         .finally(() => {
           this.#writing.delete(id);
@@ -344,6 +360,29 @@ export class EventRecorder {
       this.#drained = undefined;
       this.#draining = undefined;
       drained();
+    }
+  }
+
+  /** Runs a write, again after a backoff while the API server is unavailable (see the module comment). */
+  async #runWithRetries(job: Job): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await job.run();
+        return;
+      } catch (err) {
+        const transient = [...causeChain(err)].some(isTransient);
+        if (!transient || attempt >= EVENT_WRITE_ATTEMPTS || this.#closed) throw err;
+        const delayMs = Math.min(RETRY_MAX_MS, RETRY_INITIAL_MS * 2 ** (attempt - 1));
+        await new Promise<void>((resolve) => {
+          const wake = (): void => {
+            this.#waking.delete(wake);
+            this.#clock.clearTimeout(timer);
+            resolve();
+          };
+          const timer = this.#clock.setTimeout(wake, delayMs);
+          this.#waking.add(wake);
+        });
+      }
     }
   }
 

@@ -76,7 +76,12 @@ export function informerLogLine(err: unknown, ctx: InformerErrorInfo): InformerL
       };
     }
     if (ctx.action === 'rewatch' || err instanceof WatchSilenceError) {
-      return { level: 'info', msg: 're-opening a silent watch', fields: where, withStack: false };
+      return {
+        level: 'info',
+        msg: 're-opening a silent watch',
+        fields: { ...where, error: messageOf(err) },
+        withStack: false,
+      };
     }
     const fields = { ...where, error: messageOf(err), retryInMs: ctx.delayMs };
     if (isTransient(err)) {

@@ -205,7 +205,7 @@ export function defineCustomResource<Sp extends ObjectSchema, St extends ObjectS
     apiVersion: s.string({ description: API_VERSION_DOC }).optional(),
     kind: s.string({ description: KIND_DOC }).optional(),
     metadata: new Schema<ObjectMeta, ObjectMeta, ObjectDef, 'optional'>(
-      { kind: 'object', properties: {}, objectMeta: true },
+      { kind: 'object', properties: metadataFields(objectRules), objectMeta: true },
       'optional',
     ),
     spec,
@@ -298,6 +298,17 @@ export function defineCustomResource<Sp extends ObjectSchema, St extends ObjectS
     is: (obj): obj is T => obj.apiVersion === apiVersion && obj.kind === init.kind,
   };
   return Object.freeze(def);
+}
+
+/**
+ * The metadata fields the schema declares: none, except name when an object rule reports under
+ * `.metadata.name` (the API server accepts a fieldPath only to a declared field, and allows declaring
+ * name and generateName only). Its maxLength, the API server's own limit, bounds the cost of the rules.
+ */
+function metadataFields(rules: readonly ValidationRule[]): Record<string, AnySchema> {
+  return rules.some((r) => r.fieldPath === '.metadata.name')
+    ? { name: s.string({ maxLength: 253 }).optional() }
+    : {};
 }
 
 function splitRules(rules: CustomResourceInit<ObjectSchema, ObjectSchema>['validations']): {

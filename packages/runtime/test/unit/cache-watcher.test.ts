@@ -308,6 +308,60 @@ describe('watcher', () => {
     assert.equal(h.client.listCalls.length, 1);
   });
 
+  it('starts the backoff over once a watch delivers again (a flapping link reconnects fast)', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 4);
+    const delays: number[] = [];
+    let w = await h.client.nextWatch();
+    // Three failures in a row without any event: 800, 1600, 3200 ms.
+    for (let i = 0; i < 3; i++) {
+      w.fail(new ConnectionError('connect ECONNREFUSED', undefined));
+      await tick();
+      await tick();
+      const d = h.errors.at(-1)?.ctx.delayMs ?? 0;
+      delays.push(d);
+      await h.clock.advanceAsync(d);
+      if (i < 2) w = await h.client.nextWatch();
+    }
+    w = await h.client.nextWatch();
+    // The server accepts the watch and it delivers; then the link breaks again: the first delay again.
+    for (let i = 0; i < 3; i++) {
+      w.push({ type: 'ADDED', object: cm(`c${i}`, String(11 + i)) });
+      await tick();
+      w.fail(new ConnectionError('read ECONNRESET', undefined));
+      await tick();
+      await tick();
+      const d = h.errors.at(-1)?.ctx.delayMs ?? 0;
+      delays.push(d);
+      await h.clock.advanceAsync(d);
+      if (i < 2) w = await h.client.nextWatch();
+    }
+    // A refused watch (1600), then an idle one (nothing to deliver) that the server accepted and that
+    // broke after 5 s: 800 again.
+    w = await h.client.nextWatch();
+    w.fail(new ConnectionError('read ECONNRESET', undefined));
+    await tick();
+    await tick();
+    delays.push(h.errors.at(-1)?.ctx.delayMs ?? 0);
+    await h.clock.advanceAsync(delays.at(-1) ?? 0);
+    w = await h.client.nextWatch();
+    await h.clock.advanceAsync(5_000);
+    w.fail(new ConnectionError('read ECONNRESET', undefined));
+    await tick();
+    await tick();
+    delays.push(h.errors.at(-1)?.ctx.delayMs ?? 0);
+    assert.deepEqual(
+      delays,
+      [800, 1600, 3200, 800, 800, 800, 1600, 800],
+      JSON.stringify(h.errors.map((e) => e.ctx)),
+    );
+    await h.clock.advanceAsync(800);
+    (await h.client.nextWatch()).push({ type: 'ADDED', object: cm('c3', '20') });
+    assert.deepEqual(await next, ['apply c0@11', 'apply c1@12', 'apply c2@13', 'apply c3@20']);
+  });
+
   it('backs off and retries a failed list', async () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { error: new ConnectionError('refused', undefined) });
@@ -358,16 +412,23 @@ describe('watcher', () => {
     assert.deepEqual(await next, ['apply a@11']);
   });
 
-  it('defaults the silence timeout to the watch timeout plus 30 s', async () => {
-    const h = harness({ watchTimeoutSeconds: 60 });
-    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
-    await take(h.gen, 2);
-    void take(h.gen, 1).catch(() => {});
-    const w1 = await h.client.nextWatch();
-    await h.clock.advanceAsync(89_999);
-    assert.equal(w1.signal?.aborted, false);
-    await h.clock.advanceAsync(1);
-    assert.equal(w1.signal?.aborted, true);
+  it('defaults the silence timeout to 65 s (bookmarks come every minute), at most the watch timeout plus 30 s', async () => {
+    for (const [watchTimeoutSeconds, silenceMs] of [
+      [undefined, 65_000],
+      [20, 50_000],
+    ] as const) {
+      const h = harness(watchTimeoutSeconds ? { watchTimeoutSeconds } : {});
+      h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+      await take(h.gen, 2);
+      void take(h.gen, 1).catch(() => {});
+      const w1 = await h.client.nextWatch();
+      await h.clock.advanceAsync(silenceMs - 1);
+      assert.equal(w1.signal?.aborted, false);
+      await h.clock.advanceAsync(1);
+      assert.equal(w1.signal?.aborted, true, `silent for ${silenceMs} ms: aborted`);
+      assert.match(String(h.errors[0]?.err), /presumed dead; re-opening the watch on a new connection/);
+      h.ac.abort();
+    }
   });
 
   it('does not count time the consumer spends on an event as silence', async () => {

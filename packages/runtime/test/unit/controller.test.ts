@@ -5,6 +5,7 @@ import { ConfigMaps, Secrets } from '../../src/api/builtin.ts';
 import { type KubeObject, keyOf, type ObjectMeta } from '../../src/api/object.ts';
 import { defineResource, type Resource, resourceId } from '../../src/api/resource.ts';
 import { Cache } from '../../src/cache/cache.ts';
+import { ConnectionError } from '../../src/client/errors.ts';
 import {
   Controller,
   type ControllerContext,
@@ -734,6 +735,32 @@ describe('Controller', () => {
     assert.equal(err.reconcileID, id);
     assert.equal((err.err as { message: string }).message, 'nope');
     assert.ok(!JSON.stringify(lines).includes('do-not-log'));
+  });
+
+  it('an unavailable API server is one warning, the retries at debug, and an info line when it is back', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger: Logger = pino({ level: 'debug' }, { write: (s: string) => lines.push(JSON.parse(s)) });
+    const { clock, informer, build } = setup({ logger });
+    let calls = 0;
+    const c = build(async () => {
+      calls++;
+      if (calls <= 3)
+        throw new ConnectionError('GET /api/v1/secrets failed: connect ECONNREFUSED', undefined);
+      if (calls === 4)
+        throw new Error('ensure Secret', { cause: new ConnectionError('socket hang up', undefined) });
+    });
+    const r = run(c);
+    informer.add(widget('a'));
+    informer.add(widget('b'));
+    await flush();
+    for (let i = 0; i < 20 && calls < 6; i++) await clock.advanceAsync(1_000);
+    await r.stop();
+    assert.ok(calls >= 6, `reconciled ${calls} times`);
+    const levels = (msg: RegExp) => lines.filter((l) => msg.test(String(l.msg))).map((l) => l.level);
+    assert.deepEqual(levels(/^Reconciler error: the API server is unavailable/), [40], 'one warning');
+    assert.deepEqual(levels(/^Reconciler error$/), [20, 20, 20], 'the other failures at debug');
+    assert.deepEqual(levels(/the API server answers again/), [30]);
+    assert.equal(lines.filter((l) => (l.level as number) >= 50).length, 0, 'no error-level line');
   });
 
   it('survives throwing handlers and predicates', async () => {

@@ -3,9 +3,10 @@ import { describe, it } from 'node:test';
 import type { Event } from '../../src/api/builtin.ts';
 import type { KubeObject, ObjectKey, ObjectList, WatchEvent } from '../../src/api/object.ts';
 import type { Resource } from '../../src/api/resource.ts';
-import { errorFromStatus } from '../../src/client/errors.ts';
+import { ConnectionError, errorFromStatus } from '../../src/client/errors.ts';
 import type { Client, Patch } from '../../src/client/types.ts';
 import {
+  EVENT_WRITE_ATTEMPTS,
   EventRecorder,
   type EventRecorderOptions,
   microTime,
@@ -309,6 +310,40 @@ describe('EventRecorder', () => {
         'broken regarding object',
       ),
     );
+    assert.equal(errors.length, 2);
+  });
+
+  it('retries a write while the API server is unavailable, and loses nothing once it answers', async () => {
+    const { client, clock, recorder, errors } = setup();
+    let down = 3;
+    client.fail = (call) => {
+      if (call.verb !== 'create' || down === 0) return undefined;
+      down--;
+      return new ConnectionError('connect ECONNREFUSED 127.0.0.1:6443', undefined);
+    };
+    recorder.event(pod, 'Normal', 'Started', 'Start', 'database started');
+    // Attempts 1-3 fail; the waits between them are 1 s, 2 s, 4 s.
+    await clock.advanceAsync(1_000 + 2_000 + 4_000);
+    await recorder.flush();
+    assert.deepEqual(errors, []);
+    // Four attempts reached the client; the fourth succeeded (nothing reported).
+    assert.equal(client.creates().length, 4);
+    assert.equal(client.creates()[3]?.reason, 'Started');
+  });
+
+  it('gives up after EVENT_WRITE_ATTEMPTS and reports it; a non-transient error is not retried', async () => {
+    const { client, clock, recorder, errors } = setup();
+    client.fail = () => errorFromStatus(503, { kind: 'Status', code: 503, reason: 'ServiceUnavailable' });
+    recorder.event(pod, 'Normal', 'Started', 'Start', 'n');
+    await clock.advanceAsync(10 * 60_000);
+    await recorder.flush();
+    assert.equal(client.calls.length, EVENT_WRITE_ATTEMPTS);
+    assert.equal(errors.length, 1);
+    client.calls.length = 0;
+    client.fail = () => errorFromStatus(403, { kind: 'Status', code: 403, reason: 'Forbidden' });
+    recorder.event(node, 'Normal', 'Other', 'Start', 'n');
+    await recorder.flush();
+    assert.equal(client.calls.length, 1);
     assert.equal(errors.length, 2);
   });
 

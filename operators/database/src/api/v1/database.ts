@@ -140,22 +140,57 @@ export const CONDITION_DEGRADED = 'Degraded';
 const celString = (v: string) => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 const celList = (vs: readonly string[]) => `[${vs.map(celString).join(', ')}]`;
 
-/** spec rule: the version is one SUPPORTED_VERSIONS lists for the engine. */
-export function supportedVersionRule(): { rule: string; messageExpression: string; fieldPath: string } {
+type Rule = {
+  rule: string;
+  messageExpression: string;
+  fieldPath: string;
+  reason: 'FieldValueForbidden';
+};
+
+/**
+ * Every rule below reports under its field (fieldPath) with reason FieldValueForbidden: the API server then
+ * prints `spec.version: Forbidden: <message>` instead of `Invalid value: "object"` (the rule's type, not
+ * the value sent); the messageExpression puts the value sent into the message.
+ */
+const FORBIDDEN = 'FieldValueForbidden' as const;
+
+/**
+ * The CEL string expression `e` as it goes into a message (unquoted: a '"' in a messageExpression would
+ * make the generated YAML differ from what the formatter writes).
+ */
+const quoted = (e: string) => e;
+
+/**
+ * A CEL expression: version `a` is lower than version `b`, both CEL string expressions of dotted numbers
+ * ('8.0', '16'); false when either is not one (the schema or the supported-version rule reports that).
+ */
+function lowerVersion(a: string, b: string): string {
+  const num = "'^[0-9]{1,6}([.][0-9]{1,6})?$'";
+  const part = (e: string, i: number) =>
+    i === 0 ? `int(${e}.split('.')[0])` : `(${e}.split('.').size() > 1 ? int(${e}.split('.')[1]) : 0)`;
+  return (
+    `(${a}.matches(${num}) && ${b}.matches(${num}) && ` +
+    `(${part(a, 0)} < ${part(b, 0)} || (${part(a, 0)} == ${part(b, 0)} && ${part(a, 1)} < ${part(b, 1)})))`
+  );
+}
+
+/** spec rule: the version is one SUPPORTED_VERSIONS lists for the engine (an empty one is the schema's). */
+export function supportedVersionRule(): Rule {
   const rule = ENGINES.map(
     (e) => `(self.engine == ${celString(e)} && self.version in ${celList(SUPPORTED_VERSIONS[e])})`,
   ).join(' || ');
   const message = ENGINES.reduceRight(
     (rest, e) =>
       `self.engine == ${celString(e)} ? ${celString(
-        `unsupported ${e} version: supported versions are ${SUPPORTED_VERSIONS[e].join(', ')}`,
+        `: supported ${e} versions are ${SUPPORTED_VERSIONS[e].join(', ')}`,
       )} : ${rest}`,
-    celString('unsupported engine'),
+    celString(''),
   );
   return {
-    rule,
-    messageExpression: `'version ' + self.version + ': ' + (${message})`,
+    rule: `self.version == '' || ${rule}`,
+    messageExpression: `'unsupported ' + self.engine + ' version ' + ${quoted('self.version')} + (${message})`,
     fieldPath: '.version',
+    reason: FORBIDDEN,
   };
 }
 
@@ -163,39 +198,52 @@ export function supportedVersionRule(): { rule: string; messageExpression: strin
 const rankMap = (e: EngineName) =>
   `{${SUPPORTED_VERSIONS[e].map((v, i) => `${celString(v)}: ${i}`).join(', ')}}`;
 
-/** spec transition rules on version, one or two per engine. */
-export function versionTransitionRules(): { rule: string; message: string; fieldPath: string }[] {
-  const rules: { rule: string; message: string; fieldPath: string }[] = [];
+const DOWNGRADE_ADVICE = 'downgrades are not supported: restore a backup into a new Database instead';
+
+/** spec transition rules on version: no downgrade (to any version), then each engine's upgrade path. */
+export function versionTransitionRules(): Rule[] {
+  const move = `'version ' + ${quoted('oldSelf.version')} + ' -> ' + ${quoted('self.version')}`;
+  const rules: Rule[] = [
+    {
+      rule: `self.engine != oldSelf.engine || !${lowerVersion('self.version', 'oldSelf.version')}`,
+      messageExpression: `${move} + ' is a ' + self.engine + ' downgrade: ' + ${celString(DOWNGRADE_ADVICE)}`,
+      fieldPath: '.version',
+      reason: FORBIDDEN,
+    },
+  ];
   for (const e of ENGINES) {
     const same = `self.engine != ${celString(e)} || oldSelf.engine != ${celString(e)} || self.version == oldSelf.version`;
     if (VERSION_UPGRADES[e] === 'never') {
       rules.push({
-        rule: same,
-        message:
-          `${e} major version changes are not done in place (that needs pg_upgrade or a dump and restore): ` +
-          `create a new Database with the new version and migrate the data`,
+        rule: `${same} || ${lowerVersion('self.version', 'oldSelf.version')}`,
+        messageExpression: `${move} + ${celString(
+          `: ${e} major version changes are not done in place (that needs pg_upgrade or a dump and restore): ` +
+            'create a new Database with the new version and migrate the data',
+        )}`,
         fieldPath: '.version',
+        reason: FORBIDDEN,
       });
       continue;
     }
     const m = rankMap(e);
     const known = `!(self.version in ${m}) || !(oldSelf.version in ${m})`;
     rules.push({
-      rule: `${same} || ${known} || ${m}[self.version] > ${m}[oldSelf.version]`,
-      message: `${e} version downgrades are not supported: restore a backup into a new Database instead`,
-      fieldPath: '.version',
-    });
-    rules.push({
       rule: `${same} || ${known} || ${m}[self.version] <= ${m}[oldSelf.version] + 1`,
-      message: `${e} upgrades go one release at a time (${SUPPORTED_VERSIONS[e].join(' -> ')}): upgrade to the next version first`,
+      messageExpression: `${move} + ${celString(
+        `: ${e} upgrades go one release at a time (${SUPPORTED_VERSIONS[e].join(' -> ')}): upgrade to the next version first`,
+      )}`,
       fieldPath: '.version',
+      reason: FORBIDDEN,
     });
   }
   return rules;
 }
 
-/** spec rule: parameters do not set operator-managed settings. */
-export function reservedParametersRule(): { rule: string; messageExpression: string; fieldPath: string } {
+/**
+ * spec rule: parameters do not set operator-managed settings. The message lists them for the engine (naming
+ * the keys sent would need a filter over map keys of unbounded length: over the API server's cost budget).
+ */
+export function reservedParametersRule(): Rule {
   const checks = ENGINES.map((e) => {
     const key = e === 'mysql' ? `k.lowerAscii().replace('-', '_')` : 'k.lowerAscii()';
     return `(self.engine == ${celString(e)} && self.parameters.exists(k, ${key} in ${celList(RESERVED_PARAMETERS[e])}))`;
@@ -211,6 +259,17 @@ export function reservedParametersRule(): { rule: string; messageExpression: str
     rule: `!has(self.parameters) || !(${checks.join(' || ')})`,
     messageExpression: message,
     fieldPath: '.parameters',
+    reason: FORBIDDEN,
+  };
+}
+
+/** spec transition rule: `field` (a string field of the spec) never changes; the message shows the change. */
+function immutableRule(field: string, why: string): Rule {
+  return {
+    rule: `self.${field} == oldSelf.${field}`,
+    messageExpression: `'${field} is immutable (' + ${quoted(`oldSelf.${field}`)} + ' -> ' + ${quoted(`self.${field}`)} + '): ' + ${celString(why)}`,
+    fieldPath: `.${field}`,
+    reason: FORBIDDEN,
   };
 }
 
@@ -218,6 +277,8 @@ export function reservedParametersRule(): { rule: string; messageExpression: str
 // The schema.
 
 const IDENTIFIER = '^[a-z_][a-z0-9_]*$';
+const storageClass = (o: string) =>
+  `(has(${o}.storageClassName) ? ${quoted(`${o}.storageClassName`)} : 'unset')`;
 
 const toleration = s.object({
   key: s.string({ description: 'Taint key the toleration applies to; empty matches all keys.' }).optional(),
@@ -233,9 +294,11 @@ const toleration = s.object({
 
 const spec = s.object(
   {
-    engine: s
-      .enum(ENGINES, { description: 'Database engine: mysql or postgres. Immutable.' })
-      .rule('self == oldSelf', 'engine is immutable: create a new Database to change engines'),
+    engine: s.enum(ENGINES, { description: 'Database engine: mysql or postgres. Immutable.' }).rule({
+      rule: 'self == oldSelf',
+      messageExpression: `'engine is immutable (' + ${quoted('oldSelf')} + ' -> ' + ${quoted('self')} + '): create a new Database to change engines'`,
+      reason: FORBIDDEN,
+    }),
     version: s.string({
       description:
         `Engine version: mysql ${SUPPORTED_VERSIONS.mysql.join(', ')}; ` +
@@ -246,15 +309,19 @@ const spec = s.object(
     }),
     storage: s
       .quantity({ description: 'Size of each instance volume, e.g. 10Gi. May grow, never shrink.' })
-      .rule(
-        "!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",
-        'storage must be greater than zero',
-      )
-      .rule(
-        '!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || ' +
+      .rule({
+        rule: "!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",
+        messageExpression: `'storage ' + ${quoted('string(self)')} + ' must be greater than zero'`,
+        reason: FORBIDDEN,
+      })
+      .rule({
+        rule:
+          '!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || ' +
           'quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0',
-        'storage may not shrink: volumes can only grow',
-      ),
+        // A static message: the quantities in a messageExpression exceed the API server's cost budget.
+        message: 'storage may not shrink: volumes can only grow',
+        reason: FORBIDDEN,
+      }),
     replicas: s.integer({
       description: 'Number of instances: one primary, the rest streaming replicas.',
       minimum: 1,
@@ -300,10 +367,11 @@ const spec = s.object(
           '{max_connections: "200"}. Settings the operator manages for replication are refused.',
         maxProperties: 64,
       })
-      .rule(
-        "self.all(k, k.size() <= 64 && k.matches('^[A-Za-z_][A-Za-z0-9_.-]*$'))",
-        'parameter names are letters, digits, "_", "." and "-", at most 64 characters',
-      )
+      .rule({
+        rule: "self.all(k, k.size() <= 64 && k.matches('^[A-Za-z_][A-Za-z0-9_.-]*$'))",
+        message: 'parameter names are letters, digits, "_", "." and "-", at most 64 characters',
+        reason: FORBIDDEN,
+      })
       .optional(),
     podAnnotations: s
       .record(s.string(), { description: 'Extra annotations on the database pods.', maxProperties: 64 })
@@ -313,10 +381,11 @@ const spec = s.object(
         description: 'Extra labels on the database pods. The operator-managed labels cannot be set.',
         maxProperties: 64,
       })
-      .rule(
-        `!self.exists(k, k in ${celList(OPERATOR_LABELS)})`,
-        `podLabels may not set the labels the operator manages: ${OPERATOR_LABELS.join(', ')}`,
-      )
+      .rule({
+        rule: `!self.exists(k, k in ${celList(OPERATOR_LABELS)})`,
+        message: `podLabels may not set the labels the operator manages: ${OPERATOR_LABELS.join(', ')}`,
+        reason: FORBIDDEN,
+      })
       .optional(),
     serviceType: s.enum(['ClusterIP', 'NodePort', 'LoadBalancer'], {
       description: 'Type of the read-write and read-only Services (default ClusterIP).',
@@ -346,22 +415,17 @@ const spec = s.object(
     validations: [
       supportedVersionRule(),
       ...versionTransitionRules(),
-      {
-        rule: 'self.databaseName == oldSelf.databaseName',
-        message: 'databaseName is immutable: it is only applied when the database is initialized',
-        fieldPath: '.databaseName',
-      },
-      {
-        rule: 'self.username == oldSelf.username',
-        message: 'username is immutable: it is only applied when the database is initialized',
-        fieldPath: '.username',
-      },
+      immutableRule('databaseName', 'it is only applied when the database is initialized'),
+      immutableRule('username', 'it is only applied when the database is initialized'),
       {
         rule:
           'has(self.storageClassName) == has(oldSelf.storageClassName) && ' +
           '(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)',
-        message: 'storageClassName is immutable: existing volumes keep their class',
+        messageExpression:
+          `'storageClassName is immutable (' + ${storageClass('oldSelf')} + ' -> ' + ${storageClass('self')} + ` +
+          `'): existing volumes keep their class'`,
         fieldPath: '.storageClassName',
+        reason: FORBIDDEN,
       },
       reservedParametersRule(),
     ],
@@ -421,10 +485,13 @@ export const Databases = defineCustomResource({
   validations: [
     {
       rule: "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 52",
+      // A static message: string(size()) in a messageExpression is over the API server's cost estimate.
       message:
-        'name must be a DNS label of at most 52 characters starting with a letter: it names the Services ' +
-        '(<name>, <name>-ro, <name>-headless) and the pods (<name>-N, labelled with a revision hash)',
-      // No fieldPath: the schema does not declare metadata's fields, so the API server refuses one there.
+        'a Database name must be a DNS label of at most 52 characters starting with a letter: it names the ' +
+        'Services (<name>, <name>-ro, <name>-headless) and the pods (<name>-N, labelled with a revision hash)',
+      // The field path needs metadata.name declared in the schema: defineCustomResource declares it for this.
+      fieldPath: '.metadata.name',
+      reason: FORBIDDEN,
     },
   ],
   scale: {

@@ -1,0 +1,346 @@
+/**
+ * One fault run: a fresh control plane, the Database CRD, the operator as its own process with exactly
+ * config/rbac, talking to the API server through the fault proxy; N Databases created while the fault
+ * hits; then the figures: converged x/N and time, Secrets regenerated, orphans, crashes, takeover,
+ * reaction to a change after the fault, log lines by level, Events lost.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type ControlPlane, start } from '@opkit/controlplane';
+import { expectedChildKeys, inputs, statefulSetName } from '../desired.ts';
+import { type RunningOperator, startOperator, waitReady } from '../impls.ts';
+import { kindPath } from '../kinds.ts';
+import { Kube, type KubeObject, runConcurrently } from '../kube.ts';
+import { Observer } from '../observer.ts';
+import { installCrd, SCALE_FLAGS } from '../scenarios.ts';
+import { type FaultName, type FaultScale, inject, needsLeaderElection } from './faults.ts';
+import { installOperatorRbac, waitAuthorized, writeOperatorKubeconfig } from './identity.ts';
+import { FaultProxy } from './proxy.ts';
+
+const LEASE = 'database-operator.myapp.example.com';
+
+export interface FaultRunOptions {
+  fault: FaultName;
+  n: number;
+  mode: 'apiserver' | 'cluster';
+  workDir: string;
+  scale: FaultScale;
+  convergeTimeoutMs: number;
+  /** How long a change after the fault may take before it counts as not reconciled. */
+  reactionTimeoutMs: number;
+  log: (line: string) => void;
+}
+
+export interface FaultResult {
+  fault: FaultName;
+  mode: 'apiserver' | 'cluster';
+  n: number;
+  converged: number;
+  /** First create to the last Database converged (or to the timeout). */
+  seconds: number;
+  secretsRegenerated: number;
+  orphans: number;
+  crashes: number;
+  takeoverSeconds?: number;
+  /** A spec change made once the fault is over: seconds until the StatefulSet followed (undefined: not within the timeout). */
+  reactionSeconds?: number;
+  logLines: Record<string, number>;
+  eventsLost: number;
+  notes: string[];
+  failed?: string;
+}
+
+/** Every Secret's uid and data as first seen; counts those replaced or rewritten later. */
+class SecretTracker {
+  private readonly first = new Map<string, string>();
+  readonly changed = new Set<string>();
+  private readonly abort = new AbortController();
+  private loop: Promise<void> | undefined;
+  private readonly kube: Kube;
+  private readonly ns: string;
+
+  constructor(kube: Kube, ns: string) {
+    this.kube = kube;
+    this.ns = ns;
+  }
+
+  private see(o: KubeObject & { data?: Record<string, string> }): void {
+    const id = `${o.metadata.uid}:${createHash('sha256')
+      .update(JSON.stringify(o.data ?? {}))
+      .digest('hex')}`;
+    const was = this.first.get(o.metadata.name);
+    if (was === undefined) this.first.set(o.metadata.name, id);
+    else if (was !== id) this.changed.add(o.metadata.name);
+  }
+
+  start(): void {
+    const path = `/api/v1/namespaces/${this.ns}/secrets`;
+    this.loop = (async () => {
+      for (let attempt = 0; attempt < 1000 && !this.abort.signal.aborted; attempt++) {
+        try {
+          const list = await this.kube.json<{ items: KubeObject[]; metadata: { resourceVersion: string } }>(
+            'GET',
+            path,
+          );
+          for (const o of list.items) this.see(o);
+          await this.kube.watch(
+            path,
+            list.metadata.resourceVersion,
+            (type, o) => {
+              if (type === 'ADDED' || type === 'MODIFIED') this.see(o);
+            },
+            { signal: this.abort.signal },
+          );
+        } catch {
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+  }
+}
+
+/** Log lines by level of an operator's JSON log, and the Events it could not record. */
+export function countLogLines(text: string): { byLevel: Record<string, number>; eventsLost: number } {
+  const byLevel: Record<string, number> = {};
+  let eventsLost = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let level = 'unparsed';
+    let msg = '';
+    try {
+      const o = JSON.parse(line) as { level?: string; msg?: string };
+      level = o.level ?? 'none';
+      msg = o.msg ?? '';
+    } catch {}
+    byLevel[level] = (byLevel[level] ?? 0) + 1;
+    if (/failed to record event|event .*(dropped|lost)|dropping event/i.test(msg)) eventsLost++;
+  }
+  return { byLevel, eventsLost };
+}
+
+/** The manager's identity from its 'starting manager' log line. */
+function identityOf(op: RunningOperator): string | undefined {
+  return /"identity":"([^"]+)"/.exec(readFileSync(op.proc.logFile, 'utf8'))?.[1];
+}
+
+interface Operator {
+  op: RunningOperator;
+  /** Killed by the harness (not a crash). */
+  killed: boolean;
+}
+
+export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
+  const ns = 'faults';
+  mkdirSync(o.workDir, { recursive: true });
+  const result: FaultResult = {
+    fault: o.fault,
+    mode: o.mode,
+    n: o.n,
+    converged: 0,
+    seconds: Number.NaN,
+    secretsRegenerated: 0,
+    orphans: 0,
+    crashes: 0,
+    logLines: {},
+    eventsLost: 0,
+    notes: [],
+  };
+  const cp: ControlPlane = await start({ mode: o.mode, nodes: 3, apiServerArgs: SCALE_FLAGS });
+  const kube = new Kube(cp.kubeconfig);
+  const server = new URL(cp.server);
+  const proxy = await FaultProxy.start(server.hostname, Number(server.port));
+  const observer = new Observer(kube, {
+    namespace: ns,
+    expected: expectedChildKeys,
+    retryWatches: true,
+    ...(o.mode === 'cluster' ? { requirePhase: 'Running' } : {}),
+  });
+  const secrets = new SecretTracker(kube, ns);
+  // The load balancer's health check: /readyz every 200 ms (see FaultProxy.upstreamReady).
+  let checking = true;
+  const health = (async () => {
+    while (checking) {
+      const code = await kube
+        .raw('GET', '/readyz')
+        .then((r) => r.code)
+        .catch(() => 0);
+      proxy.upstreamReady = code === 200;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  const operators: Operator[] = [];
+  const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+  try {
+    await installCrd(kube);
+    await kube.json('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: ns },
+    });
+    const id = await installOperatorRbac(kube);
+    const kubeconfigPath = writeOperatorKubeconfig(
+      join(o.workDir, 'operator.kubeconfig'),
+      cp.kubeconfig,
+      `https://127.0.0.1:${proxy.port}`,
+      id,
+    );
+    await waitAuthorized(cp.kubeconfig, cp.server, id);
+    const le = needsLeaderElection(o.fault);
+    const launch = async () => {
+      const op = await startOperator('opkit', {
+        kubeconfigPath,
+        logFile: join(o.workDir, `opkit-${operators.length}.log`),
+        ...(le ? { extraArgs: ['--leader-elect', '--leader-election-namespace', id.namespace] } : {}),
+      });
+      operators.push({ op, killed: false });
+      await waitReady(op);
+      return op;
+    };
+    await launch();
+    if (le) await launch();
+    await observer.start();
+    secrets.start();
+
+    const lease = async (): Promise<string | undefined> =>
+      (
+        await kube
+          .get<{ spec?: { holderIdentity?: string } }>(
+            `/apis/coordination.k8s.io/v1/namespaces/${id.namespace}/leases/${LEASE}`,
+          )
+          .catch(() => undefined)
+      )?.spec?.holderIdentity;
+    let killedHolder: string | undefined;
+    const live = () => operators.filter((x) => !x.killed && x.op.proc.running);
+    const ctx = {
+      cp,
+      proxy,
+      sleep,
+      note: (line: string) => {
+        result.notes.push(line);
+        o.log(`    ${line}`);
+      },
+      converged: () => observer.convergedAt.size,
+      async killOperator(signal: 'SIGKILL' | 'SIGTERM') {
+        let target = live()[0];
+        if (le) {
+          killedHolder = await lease();
+          // Each replica logs its identity (the Lease holderIdentity) when its manager starts.
+          target = live().find((x) => killedHolder !== undefined && identityOf(x.op) === killedHolder);
+          if (!target) throw new Error(`no operator process holds the Lease (holder ${killedHolder})`);
+        }
+        if (!target) throw new Error('no operator process to kill');
+        target.killed = true;
+        const killedAt = performance.now();
+        target.op.proc.child.kill(signal);
+        await target.op.proc.exited;
+        return { killedAt };
+      },
+      async restartOperator() {
+        await launch();
+      },
+      async waitNewLeader(timeoutMs: number) {
+        const deadline = performance.now() + timeoutMs;
+        while (performance.now() < deadline) {
+          const h = await lease();
+          if (h && h !== killedHolder) return performance.now();
+          await sleep(50);
+        }
+        throw new Error(`no new leader within ${timeoutMs / 1000} s`);
+      },
+    };
+
+    const dbs = inputs(o.n, ns);
+    const names = dbs.map((d) => d.metadata.name);
+    const t0 = performance.now();
+    const fault = inject(o.fault, ctx, o.n, o.scale);
+    await runConcurrently(dbs, 16, async (db) => {
+      for (let i = 0; ; i++) {
+        const res = await kube.raw('POST', kindPath('Database', ns), db).catch(() => ({ code: 0, text: '' }));
+        if (res.code < 300 || res.code === 409) return;
+        if (i >= 120)
+          throw new Error(`creating ${db.metadata.name}: HTTP ${res.code} ${res.text.slice(0, 200)}`);
+        await sleep(1000); // the API server is restarting
+      }
+    });
+    const { takeoverSeconds } = await fault;
+    if (takeoverSeconds !== undefined) result.takeoverSeconds = takeoverSeconds;
+
+    // Reaction: one spec change on a converged Database: once the fault is over and every Database
+    // converged (the operator idle: the figure is the operator's reaction, not its queue), except for
+    // proxy-half-open, where it is made at once, while the old connections stay half-open.
+    const react = async (): Promise<void> => {
+      await observer
+        .waitFor('a first Database to converge', () => observer.convergedAt.size > 0, o.convergeTimeoutMs)
+        .catch(() => {});
+      const targetName = observer.convergedAt.keys().next().value;
+      const target = targetName === undefined ? undefined : observer.dbs.get(targetName);
+      if (target) {
+        const sts = statefulSetName(target);
+        const want = (target.spec?.replicas ?? 1) === 3 ? 2 : 3;
+        const t = performance.now();
+        await kube.json(
+          'PATCH',
+          `${kindPath('Database', ns)}/${target.metadata.name}`,
+          { spec: { replicas: want } },
+          'application/merge-patch+json',
+        );
+        await observer
+          .waitFor(
+            `StatefulSet ${sts} to have ${want} replicas`,
+            () => observer.stsReplicas.get(sts) === want,
+            o.reactionTimeoutMs,
+          )
+          .then((tSeen) => {
+            result.reactionSeconds = (tSeen - t) / 1000;
+          })
+          .catch(() => o.log(`    no reaction to a change within ${o.reactionTimeoutMs / 1000} s`));
+      }
+    };
+    if (o.fault === 'proxy-half-open') await react();
+    try {
+      const tDone = await observer.waitConverged(
+        names,
+        Math.max(1000, o.convergeTimeoutMs - (performance.now() - t0)),
+      );
+      result.seconds = (tDone - t0) / 1000;
+    } catch (err) {
+      result.failed = err instanceof Error ? err.message.slice(0, 300) : String(err);
+      result.seconds = (performance.now() - t0) / 1000;
+    }
+    result.converged = names.filter((n) => observer.convergedAt.has(n)).length;
+    if (o.fault !== 'proxy-half-open') await react();
+
+    await sleep(2000);
+    const expected = new Set([...observer.dbs.values()].flatMap((db) => expectedChildKeys(db)));
+    const orphans = [...observer.children].filter((k) => !expected.has(k));
+    result.orphans = orphans.length;
+    if (orphans.length > 0) result.notes.push(`orphans: ${orphans.slice(0, 5).join(', ')}`);
+    result.secretsRegenerated = secrets.changed.size;
+    result.crashes = operators.filter((x) => !x.killed && !x.op.proc.running).length;
+    return result;
+  } catch (err) {
+    result.failed = err instanceof Error ? err.message.slice(0, 300) : String(err);
+    return result;
+  } finally {
+    for (const x of operators) await x.op.proc.stop();
+    for (const x of operators) {
+      const c = countLogLines(readFileSync(x.op.proc.logFile, 'utf8'));
+      for (const [lvl, k] of Object.entries(c.byLevel))
+        result.logLines[lvl] = (result.logLines[lvl] ?? 0) + k;
+      result.eventsLost += c.eventsLost;
+    }
+    checking = false;
+    await health;
+    await secrets.stop();
+    await observer.stop();
+    await proxy.close();
+    kube.close();
+    await cp.stop();
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The fault suite's short form (npm run bench:faults is the full one): a few faults at small N against the
+ * Database operator as its own process, exactly config/rbac, through the fault proxy. Each fault must
+ * converge every Database without regenerating a Secret, without orphans or crashes, and within the
+ * bounds of issue 15: a change reconciled within 5 s after a period of cut connections, within 90 s
+ * after connections went half-open (silent-watch detection at 65 s: bookmarks come once a minute),
+ * and an API server restart without error-level lines or lost Events.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { FaultName, FaultScale } from '../../harness/faults/faults.ts';
+import { type FaultResult, runFault } from '../../harness/faults/run.ts';
+
+const work = mkdtempSync(join(tmpdir(), 'opkit-faults-test-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+const SCALE: FaultScale = { restarts: 1, kills: 1, cutSeconds: 15, cutEverySeconds: 3, stallSeconds: 10 };
+const N = 6;
+
+async function run(fault: FaultName): Promise<FaultResult> {
+  const r = await runFault({
+    fault,
+    n: N,
+    mode: 'apiserver',
+    workDir: join(work, fault),
+    scale: SCALE,
+    convergeTimeoutMs: 150_000,
+    reactionTimeoutMs: 120_000,
+    log: () => {},
+  });
+  const what = JSON.stringify(r);
+  assert.equal(r.failed, undefined, what);
+  assert.equal(r.converged, N, what);
+  assert.equal(r.secretsRegenerated, 0, what);
+  assert.equal(r.orphans, 0, what);
+  assert.equal(r.crashes, 0, what);
+  assert.ok(r.reactionSeconds !== undefined, `no reaction to a change after ${fault}: ${what}`);
+  return r;
+}
+
+describe('fault suite, short form', { timeout: 420_000 }, () => {
+  test('an API server restart: no error-level line, no lost Event', async () => {
+    const r = await run('apiserver-restart');
+    assert.equal(r.logLines.error ?? 0, 0, JSON.stringify(r.logLines));
+    assert.equal(r.eventsLost, 0);
+  });
+
+  test('connections cut every 3 s for 15 s: a change after it is reconciled within 5 s', async () => {
+    const r = await run('proxy-cut');
+    assert.ok((r.reactionSeconds ?? Infinity) <= 5, `reaction ${r.reactionSeconds} s`);
+  });
+
+  test('half-open connections: the watches are re-established, a change reconciled within 90 s', async () => {
+    const r = await run('proxy-half-open');
+    // Detection at 65 s after the last byte; slack for a loaded machine.
+    assert.ok((r.reactionSeconds ?? Infinity) <= 90, `reaction ${r.reactionSeconds} s`);
+  });
+});

@@ -65,6 +65,8 @@ export interface RunResult {
   impl: ImplName;
   n: number;
   kubeVersion: string;
+  /** The worker count the operator ran with (`--max-concurrent-reconciles`); absent: its own default. */
+  workers?: number;
   convergence?: {
     seconds: number;
     createSeconds: number;
@@ -261,7 +263,12 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
   });
   const kube = new Kube(cp.kubeconfig, { maxSockets: Math.max(64, opts.writerConcurrency) });
   const version = await kube.json<{ gitVersion: string }>('GET', '/version');
-  const result: RunResult = { impl: opts.impl, n: opts.n, kubeVersion: version.gitVersion };
+  const result: RunResult = {
+    impl: opts.impl,
+    n: opts.n,
+    kubeVersion: version.gitVersion,
+    ...(opts.workers ? { workers: opts.workers } : {}),
+  };
   let op: RunningOperator | undefined;
   const observer = new Observer(kube, {
     namespace: ns,

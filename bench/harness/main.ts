@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compareSnapshots, type EquivalenceReport } from './equivalence.ts';
-import { buildGoPeer } from './impls.ts';
+import { buildGoPeer, deployedNodeFlags, warmCompileCache } from './impls.ts';
 import { IMPLS, type ImplName, machine, svgPlot } from './report.ts';
 import { type Phase, type RunResult, runOnce } from './scenarios.ts';
 import { DEFAULT_WORKERS, resultTables, tablesMarkdown } from './tables.ts';
@@ -23,7 +23,8 @@ import { DEFAULT_WORKERS, resultTables, tablesMarkdown } from './tables.ts';
 const { values } = parseArgs({
   options: {
     scenario: { type: 'string', default: 'all' },
-    n: { type: 'string', default: '100' },
+    /** Default 100; the memory scenario's default is 100,1000,3000. */
+    n: { type: 'string' },
     runs: { type: 'string', default: '3' },
     impls: { type: 'string', default: IMPLS.join(',') },
     'steady-seconds': { type: 'string', default: '60' },
@@ -51,7 +52,7 @@ const { values } = parseArgs({
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const scenario = values.scenario;
-const ns = values.n.split(',').map(Number);
+const ns = (values.n ?? (scenario === 'memory' ? '100,1000,3000' : '100')).split(',').map(Number);
 const runs = Number(values.runs);
 const impls = values.impls.split(',') as ImplName[];
 if (!Number.isInteger(Number(values.workers)) || Number(values.workers) < 1)
@@ -69,22 +70,25 @@ const PHASES: Record<string, Phase[]> = {
   latency: ['convergence', 'latency'],
   startup: ['convergence', 'startup'],
   e2e: ['e2e'],
+  /** The floor writes N Databases, then each operator starts with them present: what it holds per object. */
+  memory: ['populate', 'startup'],
   all: ['convergence', 'steady', 'latency', 'startup'],
 };
 
-const common = {
-  writerConcurrency: Number(values['writer-concurrency']),
-  steadySeconds: Number(values['steady-seconds']),
-  syncPeriod: values['sync-period'],
-  latencyChanges: Number(values['latency-changes']),
-  convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
-  cpuProf: values['cpu-prof'],
-  workers: Number(values.workers),
-  ...(values['opkit-node-flags'] !== undefined
-    ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
-    : {}),
-  log,
-};
+const common: Omit<Parameters<typeof runOnce>[0], 'impl' | 'n' | 'phases' | 'workDir'> & { workers: number } =
+  {
+    writerConcurrency: Number(values['writer-concurrency']),
+    steadySeconds: Number(values['steady-seconds']),
+    syncPeriod: values['sync-period'],
+    latencyChanges: Number(values['latency-changes']),
+    convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
+    cpuProf: values['cpu-prof'],
+    workers: Number(values.workers),
+    ...(values['opkit-node-flags'] !== undefined
+      ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
+      : {}),
+    log,
+  };
 
 const results: RunResult[] = [];
 let equivalence: EquivalenceReport[] | undefined;
@@ -247,13 +251,23 @@ try {
   const { generateTemplates } = await import('../operators/gen-templates.ts');
   generateTemplates();
   if (impls.includes('controller-runtime')) buildGoPeer(log);
+  // As the image's build does: Node's compile cache warmed before opkit's first start.
+  const opkitEnv = warmCompileCache(
+    join(workRoot, 'node-compile-cache'),
+    common.opkitNodeFlags ?? deployedNodeFlags(),
+  );
+  if (opkitEnv) {
+    common.opkitEnv = opkitEnv;
+    log('opkit: Node compile cache warmed (NODE_COMPILE_CACHE, as in its image)');
+  }
   if (scenario === 'equivalence' || scenario === 'all') equivalence = await runEquivalence();
   if (scenario === 'equivalence') {
     writeResults();
   } else {
     const phases = PHASES[scenario];
     if (!phases) throw new Error(`unknown scenario ${scenario}`);
-    const list: ImplName[] = scenario === 'floor' ? ['floor'] : impls;
+    const list: ImplName[] =
+      scenario === 'floor' ? ['floor'] : scenario === 'memory' ? impls.filter((i) => i !== 'floor') : impls;
     const sizes = scenario === 'e2e' ? values['e2e-n'].split(',').map(Number) : ns;
     for (const n of sizes) {
       for (let run = 0; run < runs; run++) {

@@ -4,7 +4,7 @@
  * the runs include them (`--with-defaults`), compares each operator with its own default worker count.
  * Pure: results in, tables out.
  */
-import { type ImplName, type Metric, markdownTable } from './report.ts';
+import { type ImplName, type Metric, markdownTable, median } from './report.ts';
 import type { RequestSummary, RunResult } from './scenarios.ts';
 
 /** The implementations that take a worker count (`--max-concurrent-reconciles`), and their defaults. */
@@ -78,6 +78,57 @@ export function metricsOf(rs: RunResult[]): Metric[] {
     add('startup', n, 'writes at start-up', '', (r) => r.startup?.requests.writes);
     add('startup', n, 'reads at start-up', '', (r) => r.startup?.requests.reads);
     add('startup', n, 'peak RSS', 'MiB', (r) => r.startup?.peakRssMiB);
+    add('startup', n, 'objects cached', '', (r) => r.startup?.cachedObjects);
+    add('startup', n, 'RSS when idle after start-up', 'MiB', (r) => r.startup?.rssMiB);
+    add('startup', n, 'heap used when idle after start-up', 'MiB', (r) => r.startup?.heapMiB);
+  }
+  return [...out, ...perObject(out)];
+}
+
+/**
+ * What one more cached object costs: between the smallest N and each larger one, the growth of the idle
+ * RSS and heap (medians) divided by the growth of the objects cached, in KiB.
+ */
+export function perObject(metrics: Metric[]): Metric[] {
+  const find = (n: number, metric: string) =>
+    metrics.find((m) => m.scenario === 'startup' && m.n === n && m.metric === metric);
+  const ns = [...new Set(metrics.filter((m) => m.metric === 'objects cached').map((m) => m.n))].sort(
+    (a, b) => a - b,
+  );
+  const out: Metric[] = [];
+  const n0 = ns[0];
+  if (n0 === undefined) return out;
+  for (const n of ns.slice(1)) {
+    for (const [figure, label] of [
+      ['RSS when idle after start-up', 'RSS'],
+      ['heap used when idle after start-up', 'heap'],
+    ] as const) {
+      const values: Metric['values'] = {};
+      for (const impl of Object.keys(find(n, figure)?.values ?? {}) as ImplName[]) {
+        const at = (size: number, metric: string) => {
+          const v = find(size, metric)?.values[impl];
+          return v?.length ? median(v) : undefined;
+        };
+        const [x0, x1, o0, o1] = [
+          at(n0, figure),
+          at(n, figure),
+          at(n0, 'objects cached'),
+          at(n, 'objects cached'),
+        ];
+        if (x0 === undefined || x1 === undefined || o0 === undefined || o1 === undefined || o1 <= o0)
+          continue;
+        values[impl] = [((x1 - x0) * 1024) / (o1 - o0)];
+      }
+      if (Object.keys(values).length) {
+        out.push({
+          scenario: 'memory',
+          n,
+          metric: `${label} per cached object, N=${n0} -> ${n}`,
+          unit: 'KiB',
+          values,
+        });
+      }
+    }
   }
   return out;
 }

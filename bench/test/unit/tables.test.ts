@@ -81,3 +81,40 @@ test('several worker counts give one like-for-like table each, the smallest firs
     ['Like for like: 1 worker for every operator', 'Like for like: 4 workers for every operator'],
   );
 });
+
+test('memory: what one more cached object costs, from the idle RSS and heap after start-up', () => {
+  const started = (impl: ImplName, n: number, objects: number, rss: number, heap: number): RunResult => ({
+    impl,
+    n,
+    kubeVersion: 'v1.34.4',
+    workers: 2,
+    startup: {
+      readySeconds: 1,
+      requests: { byVerb: {}, writes: 0, reads: 0, detail: {} },
+      settleSeconds: 0,
+      cachedObjects: objects,
+      rssMiB: rss,
+      heapMiB: heap,
+    },
+  });
+  const [table] = resultTables([
+    started('opkit', 100, 600, 100, 40),
+    started('opkit', 1000, 6000, 154, 67),
+    started('controller-runtime', 100, 600, 50, 20),
+    started('controller-runtime', 1000, 6000, 77, 47),
+  ]);
+  const row = (metric: string) => table!.metrics.find((m) => m.metric === metric)?.values;
+  // (154 - 100) MiB over 5400 more objects = 10.24 KiB each; heap (67 - 40) MiB / 5400 = 5.12 KiB.
+  assert.deepEqual(row('RSS per cached object, N=100 -> 1000'), {
+    opkit: [10.24],
+    'controller-runtime': [5.12],
+  });
+  assert.deepEqual(row('heap per cached object, N=100 -> 1000'), {
+    opkit: [5.12],
+    'controller-runtime': [5.12],
+  });
+  assert.match(
+    tablesMarkdown([table!]),
+    /\| memory \| 1000 \| RSS per cached object, N=100 -> 1000 \(KiB\) \| 10\.2 \| 5\.1 \|/,
+  );
+});

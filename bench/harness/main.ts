@@ -9,19 +9,22 @@
  * Scenarios: equivalence, convergence, steady, latency, startup, e2e (cluster mode), floor, all.
  * Results go to bench/results/<date>/ (results.md, results.json, plot.svg) and bench/results/latest.md.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compareSnapshots, type EquivalenceReport } from './equivalence.ts';
-import { buildGoPeer } from './impls.ts';
-import { IMPLS, type ImplName, type Metric, machine, markdownTable, svgPlot } from './report.ts';
-import { type Phase, type RequestSummary, type RunResult, runOnce } from './scenarios.ts';
+import { buildGoPeer, deployedNodeFlags, warmCompileCache } from './impls.ts';
+import { IMPLS, type ImplName, machine, svgPlot } from './report.ts';
+import { type Phase, type RunResult, runOnce } from './scenarios.ts';
+import { DEFAULT_WORKERS, resultTables, tablesMarkdown } from './tables.ts';
 
 const { values } = parseArgs({
   options: {
     scenario: { type: 'string', default: 'all' },
-    n: { type: 'string', default: '100' },
+    /** Default 100; the memory scenario's default is 100,1000,3000. */
+    n: { type: 'string' },
     runs: { type: 'string', default: '3' },
     impls: { type: 'string', default: IMPLS.join(',') },
     'steady-seconds': { type: 'string', default: '60' },
@@ -32,12 +35,16 @@ const { values } = parseArgs({
     'e2e-n': { type: 'string', default: '20' },
     'timeout-seconds': { type: 'string', default: '900' },
     'cpu-prof': { type: 'boolean', default: false },
-    /** --max-concurrent-reconciles for opkit and controller-runtime instead of their defaults (2 and 1). */
-    workers: { type: 'string' },
+    /** --max-concurrent-reconciles for opkit and controller-runtime alike: the headline (like for like). */
+    workers: { type: 'string', default: '2' },
+    /** Also run opkit and controller-runtime with their own defaults (2 and 1): the second table. */
+    'with-defaults': { type: 'boolean', default: false },
     /** Node flags for opkit instead of those of its image's ENTRYPOINT, e.g. "" or "--max-semi-space-size=4". */
     'opkit-node-flags': { type: 'string' },
     out: { type: 'string' },
     'no-latest': { type: 'boolean', default: false },
+    /** Leave out the equivalence check that otherwise runs before every scenario (experiments only). */
+    'skip-equivalence': { type: 'boolean', default: false },
     /** Rewrite the report (table, plot, latest.md) from results.json files, without running anything. */
     from: { type: 'string' },
     /** A Markdown file appended to the report (the analysis of the figures). */
@@ -47,9 +54,11 @@ const { values } = parseArgs({
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const scenario = values.scenario;
-const ns = values.n.split(',').map(Number);
+const ns = (values.n ?? (scenario === 'memory' ? '100,1000,3000' : '100')).split(',').map(Number);
 const runs = Number(values.runs);
 const impls = values.impls.split(',') as ImplName[];
+if (!Number.isInteger(Number(values.workers)) || Number(values.workers) < 1)
+  throw new Error(`--workers must be a positive integer, got ${values.workers}`);
 for (const i of impls) if (!IMPLS.includes(i)) throw new Error(`unknown implementation ${i}`);
 const benchDir = resolve(import.meta.dirname, '..');
 const date = values.out ? basename(values.out) : new Date().toISOString().slice(0, 16).replace(/[:T]/g, '-');
@@ -63,22 +72,25 @@ const PHASES: Record<string, Phase[]> = {
   latency: ['convergence', 'latency'],
   startup: ['convergence', 'startup'],
   e2e: ['e2e'],
+  /** The floor writes N Databases, then each operator starts with them present: what it holds per object. */
+  memory: ['populate', 'startup'],
   all: ['convergence', 'steady', 'latency', 'startup'],
 };
 
-const common = {
-  writerConcurrency: Number(values['writer-concurrency']),
-  steadySeconds: Number(values['steady-seconds']),
-  syncPeriod: values['sync-period'],
-  latencyChanges: Number(values['latency-changes']),
-  convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
-  cpuProf: values['cpu-prof'],
-  ...(values.workers ? { workers: Number(values.workers) } : {}),
-  ...(values['opkit-node-flags'] !== undefined
-    ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
-    : {}),
-  log,
-};
+const common: Omit<Parameters<typeof runOnce>[0], 'impl' | 'n' | 'phases' | 'workDir'> & { workers: number } =
+  {
+    writerConcurrency: Number(values['writer-concurrency']),
+    steadySeconds: Number(values['steady-seconds']),
+    syncPeriod: values['sync-period'],
+    latencyChanges: Number(values['latency-changes']),
+    convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
+    cpuProf: values['cpu-prof'],
+    workers: Number(values.workers),
+    ...(values['opkit-node-flags'] !== undefined
+      ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
+      : {}),
+    log,
+  };
 
 const results: RunResult[] = [];
 let equivalence: EquivalenceReport[] | undefined;
@@ -125,71 +137,6 @@ async function runOrRecord(opts: Parameters<typeof runOnce>[0]): Promise<RunResu
   }
 }
 
-function eventWrites(req: RequestSummary) {
-  return Object.entries(req.detail)
-    .filter(([verb]) => ['POST', 'PUT', 'PATCH', 'DELETE'].includes(verb))
-    .reduce((sum, [, byRes]) => sum + (byRes.events ?? 0), 0);
-}
-
-function metricsOf(rs: RunResult[]): Metric[] {
-  const out: Metric[] = [];
-  const add = (
-    scenarioName: string,
-    n: number,
-    metric: string,
-    unit: string,
-    pick: (r: RunResult) => number | undefined,
-  ) => {
-    const values: Metric['values'] = {};
-    for (const r of rs.filter((x) => x.n === n)) {
-      const v = pick(r);
-      if (v !== undefined && Number.isFinite(v)) values[r.impl] = [...(values[r.impl] ?? []), v];
-    }
-    if (Object.keys(values).length)
-      out.push({ scenario: scenarioName, n: Math.abs(n), metric, unit, values });
-  };
-  for (const n of [...new Set(rs.map((r) => r.n))].sort((a, b) => a - b)) {
-    const c = (r: RunResult) => {
-      const fig = r.convergence ?? r.e2e;
-      if (!fig || r.impl !== 'floor') return fig;
-      // The floor's requests are the harness's own: leave out the workload's Database creates, which the
-      // operators' figures do not include either.
-      const creates = fig.requests.detail.POST?.databases ?? 0;
-      return { ...fig, requests: { ...fig.requests, writes: fig.requests.writes - creates } };
-    };
-    const sc = rs.some((r) => r.n === n && r.e2e) ? 'e2e (cluster)' : 'convergence';
-    add(
-      sc,
-      n,
-      sc === 'convergence' ? 'convergence time' : 'time until every Database is Running',
-      's',
-      (r) => c(r)?.seconds,
-    );
-    add(sc, n, 'writes', '', (r) => c(r)?.requests.writes);
-    add(sc, n, 'writes per Database', '', (r) => (c(r) ? c(r)!.requests.writes / Math.abs(n) : undefined));
-    add(sc, n, 'writes per Database, Events excluded', '', (r) =>
-      c(r) ? (c(r)!.requests.writes - eventWrites(c(r)!.requests)) / Math.abs(n) : undefined,
-    );
-    add(sc, n, 'reads (GET+LIST)', '', (r) => c(r)?.requests.reads);
-    add(sc, n, 'operator CPU', 's', (r) => c(r)?.cpuSeconds);
-    add(sc, n, 'peak RSS', 'MiB', (r) => c(r)?.peakRssMiB);
-    add('steady', n, 'writes while idle', '', (r) => r.steady?.requests.writes);
-    add('steady', n, 'reads while idle', '', (r) => r.steady?.requests.reads);
-    add('steady', n, 'idle CPU', 's', (r) => r.steady?.cpuSeconds);
-    add('steady', n, 'reconciles while idle (resyncs)', '', (r) => r.steady?.reconciles);
-    add('latency', n, 'spec change -> StatefulSet p50', 'ms', (r) => r.latency?.p50ms);
-    add('latency', n, 'spec change -> StatefulSet p99', 'ms', (r) => r.latency?.p99ms);
-    add('latency', n, 'writes per change', '', (r) =>
-      r.latency ? r.latency.requests.writes / r.latency.changes : undefined,
-    );
-    add('startup', n, 'time to ready', 's', (r) => r.startup?.readySeconds);
-    add('startup', n, 'writes at start-up', '', (r) => r.startup?.requests.writes);
-    add('startup', n, 'reads at start-up', '', (r) => r.startup?.requests.reads);
-    add('startup', n, 'peak RSS', 'MiB', (r) => r.startup?.peakRssMiB);
-  }
-  return out;
-}
-
 function failuresSection(): string[] {
   const lines = results.flatMap((r) =>
     [...(r.failures ?? []), ...(r.latency?.failed ? [`latency: ${r.latency.failed}`] : [])].map(
@@ -199,16 +146,37 @@ function failuresSection(): string[] {
   return lines.length ? ['## Failures', '', ...lines, ''] : [];
 }
 
+/** The commit the figures are of, and whether the working tree had changes on top of it. */
+function commitOf(): string {
+  try {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: benchDir, encoding: 'utf8' }).trim();
+    const dirty = git(
+      'status',
+      '--porcelain',
+      '--untracked-files=no',
+      '--',
+      '.',
+      '../packages',
+      '../operators',
+    );
+    return `${git('rev-parse', 'HEAD')}${dirty ? ' (with uncommitted changes)' : ''}`;
+  } catch {
+    return 'unknown (not a git checkout)';
+  }
+}
+const commit = values.from ? 'see the results.json files' : commitOf();
+
 function writeResults() {
   mkdirSync(outDir, { recursive: true });
-  const metrics = metricsOf(results);
+  const tables = resultTables(results);
   const m = machine(kubeVersion);
   const byRun = results.map((r) => ({ ...r, snapshot: undefined }));
   writeFileSync(
     join(outDir, 'results.json'),
-    `${JSON.stringify({ machine: m, results: byRun, equivalence }, null, 1)}\n`,
+    `${JSON.stringify({ machine: m, commit, results: byRun, equivalence }, null, 1)}\n`,
   );
-  const svg = svgPlot(metrics);
+  // The plot shows the headline (like-for-like) figures.
+  const svg = svgPlot(tables[0]?.metrics ?? []);
   writeFileSync(join(outDir, 'plot.svg'), svg);
   const eq = equivalence
     ? equivalence
@@ -227,6 +195,8 @@ function writeResults() {
     `# Operator benchmark results (${date})`,
     '',
     ...(values.from ? [] : [`Command: \`npm run bench -- ${process.argv.slice(2).join(' ')}\``, '']),
+    `Commit: ${commit}`,
+    '',
     '## Machine',
     '',
     ...Object.entries(m).map(([k, v]) => `- ${k}: ${v}`),
@@ -242,9 +212,7 @@ function writeResults() {
     'harness itself made in the window, which it counts exactly. Writes = POST, PUT, PATCH, DELETE;',
     'reads = GET, LIST (watches are long-running and not counted). Events (events.k8s.io) are writes too.',
     '',
-    markdownTable(metrics),
-    '',
-    '![convergence time and peak RSS against N](plot.svg)',
+    tablesMarkdown(tables, 'plot.svg'),
     '',
     ...failuresSection(),
     ...(values.notes ? [readFileSync(values.notes, 'utf8')] : []),
@@ -285,25 +253,48 @@ try {
   const { generateTemplates } = await import('../operators/gen-templates.ts');
   generateTemplates();
   if (impls.includes('controller-runtime')) buildGoPeer(log);
-  if (scenario === 'equivalence' || scenario === 'all') equivalence = await runEquivalence();
+  // As the image's build does: Node's compile cache warmed before opkit's first start.
+  const opkitEnv = warmCompileCache(
+    join(workRoot, 'node-compile-cache'),
+    common.opkitNodeFlags ?? deployedNodeFlags(),
+  );
+  if (opkitEnv) {
+    common.opkitEnv = opkitEnv;
+    log('opkit: Node compile cache warmed (NODE_COMPILE_CACHE, as in its image)');
+  }
+  // Before any timing: the implementations must create the same objects for the figures to compare.
+  if (!values['skip-equivalence']) equivalence = await runEquivalence();
   if (scenario === 'equivalence') {
     writeResults();
   } else {
     const phases = PHASES[scenario];
     if (!phases) throw new Error(`unknown scenario ${scenario}`);
-    const list: ImplName[] = scenario === 'floor' ? ['floor'] : impls;
+    const list: ImplName[] =
+      scenario === 'floor' ? ['floor'] : scenario === 'memory' ? impls.filter((i) => i !== 'floor') : impls;
     const sizes = scenario === 'e2e' ? values['e2e-n'].split(',').map(Number) : ns;
     for (const n of sizes) {
       for (let run = 0; run < runs; run++) {
         // Implementations interleaved run by run, so slow drift of the machine hits them alike.
-        for (const impl of list) {
-          log(`run ${run + 1}/${runs}: ${impl}, N=${n}, ${phases.join(' + ')}`);
+        // With --with-defaults, opkit and controller-runtime run a second time each with their own defaults.
+        const order = [
+          ...list.map((impl) => ({ impl, defaults: false })),
+          ...(values['with-defaults']
+            ? list
+                .filter((impl) => DEFAULT_WORKERS[impl] !== undefined)
+                .map((impl) => ({ impl, defaults: true }))
+            : []),
+        ];
+        for (const { impl, defaults } of order) {
+          const settings = defaults ? 'its default workers' : `--workers ${common.workers}`;
+          log(`run ${run + 1}/${runs}: ${impl} (${settings}), N=${n}, ${phases.join(' + ')}`);
+          const { workers, ...rest } = common;
           const r = await runOrRecord({
-            ...common,
+            ...rest,
+            ...(defaults ? {} : { workers }),
             impl,
             n,
             phases: impl === 'floor' ? ['convergence'] : phases,
-            workDir: join(workRoot, `${impl}-${n}-${run}`),
+            workDir: join(workRoot, `${impl}-${n}-${run}${defaults ? '-defaults' : ''}`),
             ...(scenario === 'e2e' ? { cluster: { nodes: Math.max(3, Math.ceil(n / 20)) } } : {}),
           });
           kubeVersion = r.kubeVersion;

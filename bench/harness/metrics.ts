@@ -97,3 +97,18 @@ export async function scrapeReconciles(metricsPort: number): Promise<number | un
   }
   return total;
 }
+
+/**
+ * The operator's heap in use from its own /metrics: Node's `nodejs_heap_size_used_bytes` (prom-client) or
+ * Go's `go_memstats_heap_alloc_bytes` (client_golang). Undefined when it serves neither.
+ */
+export async function scrapeHeapBytes(metricsPort: number): Promise<number | undefined> {
+  const { code, text } = await localGet(metricsPort, '/metrics');
+  if (code !== 200) return undefined;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('nodejs_heap_size_used_bytes ') || line.startsWith('go_memstats_heap_alloc_bytes ')) {
+      return Number(line.slice(line.indexOf(' ') + 1).trim());
+    }
+  }
+  return undefined;
+}

@@ -52,6 +52,7 @@ function fmtNum(x: number, unit: string): string {
   if (unit === 's') return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
   if (unit === 'ms') return x >= 100 ? x.toFixed(0) : x.toFixed(1);
   if (unit === 'MiB') return x.toFixed(0);
+  if (unit === 'KiB') return x.toFixed(1);
   if (Number.isInteger(x)) return String(x);
   return x.toFixed(2);
 }

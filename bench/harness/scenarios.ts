@@ -18,7 +18,7 @@ import {
   type RequestCounts,
   runConcurrently,
 } from './kube.ts';
-import { diffCounts, scrapeReconciles, scrapeRequestCounts, summarize } from './metrics.ts';
+import { diffCounts, scrapeHeapBytes, scrapeReconciles, scrapeRequestCounts, summarize } from './metrics.ts';
 import { Observer } from './observer.ts';
 import type { ImplName } from './report.ts';
 
@@ -28,7 +28,11 @@ export const SCALE_FLAGS = [
   '--enable-priority-and-fairness=false',
 ];
 
-export type Phase = 'convergence' | 'steady' | 'latency' | 'startup' | 'e2e';
+/**
+ * `populate`: the harness writes the N Databases, children and status itself (the floor's writes) with no
+ * operator running, instead of `convergence`; `startup` then starts the operator with them present.
+ */
+export type Phase = 'convergence' | 'populate' | 'steady' | 'latency' | 'startup' | 'e2e';
 
 export interface RunOptions {
   impl: ImplName;
@@ -45,6 +49,8 @@ export interface RunOptions {
   workers?: number;
   /** Node flags for opkit instead of those of its image's ENTRYPOINT. */
   opkitNodeFlags?: string[];
+  /** opkit's environment (its image's warmed compile cache). */
+  opkitEnv?: NodeJS.ProcessEnv;
   /** The operators' resync period in runs with the steady phase, so that idle includes resyncs. */
   syncPeriod?: string;
   /** Keep the normalized children for the equivalence check. */
@@ -65,6 +71,8 @@ export interface RunResult {
   impl: ImplName;
   n: number;
   kubeVersion: string;
+  /** The worker count the operator ran with (`--max-concurrent-reconciles`); absent: its own default. */
+  workers?: number;
   convergence?: {
     seconds: number;
     createSeconds: number;
@@ -97,6 +105,10 @@ export interface RunResult {
     cpuSeconds?: number;
     peakRssMiB?: number;
     settleSeconds: number;
+    /** After it settled (+ 5 s): RSS now, heap in use (its own metrics), objects its caches hold. */
+    rssMiB?: number;
+    heapMiB?: number;
+    cachedObjects?: number;
   };
   e2e?: { seconds: number; requests: RequestSummary; cpuSeconds?: number; peakRssMiB?: number };
   snapshot?: Record<string, unknown>;
@@ -261,7 +273,12 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
   });
   const kube = new Kube(cp.kubeconfig, { maxSockets: Math.max(64, opts.writerConcurrency) });
   const version = await kube.json<{ gitVersion: string }>('GET', '/version');
-  const result: RunResult = { impl: opts.impl, n: opts.n, kubeVersion: version.gitVersion };
+  const result: RunResult = {
+    impl: opts.impl,
+    n: opts.n,
+    kubeVersion: version.gitVersion,
+    ...(opts.workers ? { workers: opts.workers } : {}),
+  };
   let op: RunningOperator | undefined;
   const observer = new Observer(kube, {
     namespace: ns,
@@ -279,6 +296,7 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       ...(prof ? { cpuProfDir: prof } : {}),
       ...(opts.workers ? { workers: opts.workers } : {}),
       ...(opts.opkitNodeFlags ? { opkitNodeFlags: opts.opkitNodeFlags } : {}),
+      ...(opts.opkitEnv ? { opkitEnv: opts.opkitEnv } : {}),
       ...(opts.syncPeriod && opts.phases.includes('steady') ? { syncPeriod: opts.syncPeriod } : {}),
     });
   };
@@ -288,14 +306,22 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
     const dbs = inputs(opts.n, ns);
     const names = dbs.map((d) => d.metadata.name);
 
-    if (opts.impl !== 'floor') {
+    if (opts.impl !== 'floor' && !opts.phases.includes('populate')) {
       op = await startImpl();
       await waitReady(op);
       result.logFile = logFile;
     }
 
+    // ---- populate: the objects written by the harness, no operator running
+    if (opts.phases.includes('populate')) {
+      const t0 = performance.now();
+      await runConcurrently(dbs, opts.writerConcurrency, (db) => floorWrite(kube, ns, db));
+      await observer.waitConverged(names, opts.convergeTimeoutMs);
+      log(`  populated N=${opts.n} in ${((performance.now() - t0) / 1000).toFixed(1)} s (no operator)`);
+    }
+
     // ---- convergence (also the e2e scenario in cluster mode)
-    {
+    if (!opts.phases.includes('populate')) {
       const before = await scrapeRequestCounts(kube);
       const hBefore = cloneCounts(kube.counts);
       const cpu0 = op?.proc.sample().cpuSeconds;
@@ -409,8 +435,8 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
     }
 
     // ---- start-up with N present
-    if (op && opts.phases.includes('startup')) {
-      await op.proc.stop();
+    if (opts.impl !== 'floor' && opts.phases.includes('startup')) {
+      if (op) await op.proc.stop();
       op = undefined;
       await settle(kube, 1000, 10_000);
       const before = await scrapeRequestCounts(kube);
@@ -421,12 +447,19 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       const settled = await settle(kube, 3000, 30_000);
       const s = op.proc.sample();
       const requests = operatorDelta(settled.counts, before, kube.counts, hBefore);
+      // What it holds once idle: a few seconds more for the garbage of the start-up reconciles to go.
+      await new Promise((r) => setTimeout(r, 5000));
+      const idle = op.proc.sample();
+      const heap = await scrapeHeapBytes(op.metricsPort);
       result.startup = {
         readySeconds,
         requests,
         cpuSeconds: s.cpuSeconds,
         peakRssMiB: s.hwmBytes / MiB,
         settleSeconds: settled.seconds,
+        rssMiB: idle.rssBytes / MiB,
+        ...(heap !== undefined ? { heapMiB: heap / MiB } : {}),
+        cachedObjects: observer.dbs.size + observer.children.size,
       };
       log(
         `  start-up with ${opts.n} present: ready in ${readySeconds.toFixed(2)} s, ${requests.writes} writes, ` +

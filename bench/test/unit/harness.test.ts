@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { compareSnapshots, normalize } from '../../harness/equivalence.ts';
-import { deployedNodeFlags, REPO_ROOT } from '../../harness/impls.ts';
+import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
 import { addCount, classify, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
 import { markdownTable, median, svgPlot } from '../../harness/report.ts';
@@ -101,6 +101,28 @@ test("opkit runs with the Node flags of its image's ENTRYPOINT", () => {
     const start = JSON.parse(readFileSync(join(REPO_ROOT, 'operators/database/package.json'), 'utf8')).scripts
       .start;
     assert.equal(start, ['node', ...deployedNodeFlags(), 'src/main.ts'].join(' '));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("opkit runs with its image's environment: the compile cache warmed before timing", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-dockerfile-'));
+  try {
+    const file = join(dir, 'Dockerfile');
+    writeFileSync(
+      file,
+      'FROM node:24\nENV NODE_ENV=production\nENV NODE_COMPILE_CACHE=/app/.cc\nENTRYPOINT ["node", "a.ts"]\n',
+    );
+    assert.deepEqual(deployedEnv(file), { NODE_ENV: 'production', NODE_COMPILE_CACHE: '/app/.cc' });
+    writeFileSync(file, 'FROM node:24\nENTRYPOINT ["node", "a.ts"]\n');
+    assert.equal(warmCompileCache(join(dir, 'none'), [], file), undefined);
+    // The real image warms one, and so does the benchmark: the cache directory has entries afterwards.
+    assert.ok(deployedEnv().NODE_COMPILE_CACHE);
+    const cache = join(dir, 'cache');
+    const env = warmCompileCache(cache, deployedNodeFlags());
+    assert.equal(env?.NODE_COMPILE_CACHE, cache);
+    assert.ok(readdirSync(cache, { recursive: true }).length > 1);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

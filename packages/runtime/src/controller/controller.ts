@@ -317,6 +317,10 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
         this.#active--;
         this.#metrics.activeWorkers.set({ controller: this.name }, this.#active);
       }
+      // A reconcile that only reads the cache and writes nothing never waits for I/O, and a queued key is
+      // handed out at once: without this, a backlog (every object at start-up, a resync) would run in one
+      // turn of the event loop, starving health probes, watches and timers until it drained.
+      await yieldToEventLoop();
     }
   }
 
@@ -476,3 +480,5 @@ export class Controller<T extends KubeObject = KubeObject> implements Runnable {
     this.#metrics.observeReconcile(this.name, 'error', seconds);
   }
 }
+
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

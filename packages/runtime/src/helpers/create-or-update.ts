@@ -165,11 +165,15 @@ function ownedFields<T extends KubeObject>(obj: T): Record<string, unknown> {
   return { ...rest, metadata };
 }
 
-/** A copy of desired without the server-owned metadata the API refuses on create (resourceVersion). */
+/**
+ * Desired without the server-owned metadata the API refuses on create (resourceVersion): a new top level
+ * and metadata, the rest shared with desired. No deep copy: clients serialize (or, the fake, copy) the
+ * body they are given and change nothing in it, and desired is the caller's, untouched.
+ */
 function forCreate<T extends KubeObject>(desired: T): T {
-  const copy = deepCopy(desired);
-  for (const field of SERVER_METADATA) delete copy.metadata[field];
-  return copy;
+  const metadata = { ...desired.metadata };
+  for (const field of SERVER_METADATA) delete metadata[field];
+  return { ...desired, metadata };
 }
 
 /** Applies `patch` onto `target` with JSON merge patch rules; returns target. */

@@ -227,7 +227,8 @@ export class EventRecorder {
       event,
       run: async () => {
         try {
-          await this.#client.create(Events, structuredClone(event));
+          // No copy: the recorder never changes an Event it built, and clients do not change their bodies.
+          await this.#client.create(Events, event);
         } catch (err) {
           // The name is ours alone: it exists because an earlier attempt landed (its answer was lost).
           if (!(err instanceof AlreadyExistsError)) throw err;
@@ -255,7 +256,7 @@ export class EventRecorder {
           await this.#client.patch(Events, key, { type: 'merge', body: { series: seriesBody } });
         } catch (err) {
           if (!(err instanceof NotFoundError)) throw err;
-          await this.#client.create(Events, { ...structuredClone(event), series: seriesBody });
+          await this.#client.create(Events, { ...event, series: seriesBody });
         }
       },
     });

@@ -30,6 +30,7 @@ import type { Runnable } from '../../src/manager/runnable.ts';
 import { MetricsRegistry } from '../../src/metrics/index.ts';
 import { ItemExponentialFailureRateLimiter } from '../../src/queue/index.ts';
 import { tooManyRequestsError } from '../../src/testing/errors.ts';
+import { eventually } from '../../src/testing/eventually.ts';
 import { FakeClient } from '../../src/testing/fake-client.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 
@@ -927,5 +928,24 @@ describe('controllerFor builder', () => {
     assert.equal(c.needLeaderElection, true);
     ac.abort();
     await run;
+  });
+});
+
+describe('Controller workers and the event loop', () => {
+  it('a backlog of reconciles that make no request does not starve the event loop', async () => {
+    // Reconciles that read only from the cache and find nothing to write never wait for I/O; the other
+    // work of the process (health probes, watch data, timers) must still run while the backlog drains.
+    const { informer, build } = setup({ maxConcurrentReconciles: 2 });
+    let reconciled = 0;
+    const c = build(async () => {
+      reconciled++;
+    });
+    for (let i = 0; i < 200; i++) informer.add(widget(`w${i}`));
+    informer.sync();
+    const r = run(c);
+    const seen = await new Promise<number>((resolve) => setImmediate(() => resolve(reconciled)));
+    await eventually('every key reconciled', () => reconciled === 200, { timeoutMs: 30_000 });
+    await r.stop();
+    assert.ok(seen < 200, `a macrotask ran only after all ${seen} reconciles`);
   });
 });

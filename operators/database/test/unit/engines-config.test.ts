@@ -4,7 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { configHash, configMap, withDefaults } from '../../src/controllers/database/desired/index.ts';
+import {
+  CLUSTER_KEYS,
+  configHash,
+  configMap,
+  withDefaults,
+} from '../../src/controllers/database/desired/index.ts';
 import {
   cnfValue,
   MYSQL_FILES,
@@ -102,7 +107,10 @@ describe('postgresql.conf', () => {
   test('the ConfigMap carries the config files and scripts, and nothing secret', () => {
     const cm = configMap(database('postgres'));
     assert.equal(cm.metadata.name, 'orders-config');
-    assert.deepEqual(Object.keys(cm.data ?? {}).sort(), Object.values(POSTGRES_FILES).sort());
+    assert.deepEqual(
+      Object.keys(cm.data ?? {}).sort(),
+      [...Object.values(POSTGRES_FILES), ...Object.values(CLUSTER_KEYS)].sort(),
+    );
     assert.equal(cm.metadata.labels?.['app.kubernetes.io/component'], 'config');
   });
 });

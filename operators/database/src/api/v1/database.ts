@@ -373,7 +373,22 @@ const status = s.object(
     phase: s.enum(PHASES, { description: 'Summary of the Database state.' }).optional(),
     replicas: s.integer({ format: 'int32', description: 'Instances that exist.' }).optional(),
     readyReplicas: s.integer({ format: 'int32', description: 'Instances that are ready.' }).optional(),
-    currentPrimary: s.string({ description: 'Name of the pod that is the primary.' }).optional(),
+    currentPrimary: s
+      .string({ description: 'Name of the pod that is the primary (the designated one, while it is ready).' })
+      .optional(),
+    targetPrimary: s
+      .string({
+        description:
+          'The pod the operator designated as the primary: recorded, never derived from ordinals (first <name>-0).',
+      })
+      .optional(),
+    systemIdentifier: s
+      .string({
+        description:
+          "postgres: the cluster's identity (PostgreSQL system identifier), recorded from the first primary's " +
+          'report. An empty volume of an initialized cluster is cloned, never initialized again.',
+      })
+      .optional(),
     endpoints: s
       .object(
         {

@@ -94,6 +94,8 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
+import { engineFor } from './engines/index.ts';
+import type { ClusterObservation } from './engines/types.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
@@ -272,6 +274,8 @@ class Run {
   recreating = false;
   pods: Pod[] = [];
   storage: StorageReport = emptyStorageReport();
+  /** The engine's cluster record and its instances' reports (postgres). */
+  cluster: ClusterObservation | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
@@ -508,8 +512,22 @@ class Run {
     });
   }
 
+  /**
+   * The cluster record (designated primary, system identifier) from the recorded status and the pods'
+   * reports: it goes into the ConfigMap the pods read, the role labels and the status.
+   */
+  async observeCluster(): Promise<void> {
+    const engine = engineFor(this.spec.spec.engine);
+    if (!engine.observe) return;
+    this.pods = await this.deps.reader.list(Pods, {
+      namespace: this.ns,
+      labelSelector: selectorString(this.spec),
+    });
+    this.cluster = engine.observe(this.spec, this.db.status, this.pods);
+  }
+
   async config(): Promise<string> {
-    const desired = configMap(this.spec);
+    const desired = configMap(this.spec, this.cluster?.record);
     await this.ensure(ConfigMaps, desired);
     return configHash(desired);
   }
@@ -658,7 +676,7 @@ class Run {
       labelSelector: selectorString(this.spec),
     });
     const changes = await this.step('Pod', stsName, () =>
-      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal),
+      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal, this.cluster?.record.primary),
     );
     if (changes.length > 0) {
       const byPod = new Map(changes.map((c) => [c.pod, c.to]));
@@ -781,6 +799,7 @@ export async function reconcileDatabase(
     // The children that do not depend on one another are written at once (a reconcile of a new
     // Database takes three round trips instead of eight); the StatefulSet only once the Secret and the
     // ConfigMap its pods mount exist, and never when either step failed.
+    await run.observeCluster();
     const [, hash] = await allInOrder([run.secret(), run.config(), run.services(), run.pdb()] as const);
     await run.statefulSetStep(hash);
     if (!run.recreating && run.storage.expanded.length === 0 && run.storage.failed.length === 0) {
@@ -799,6 +818,10 @@ export async function reconcileDatabase(
     }
   }
 
+  if (!failure && retry === undefined && run.cluster?.failure) {
+    failure = run.cluster.failure;
+    run.warning(failure.reason, 'Reconcile', failure.message);
+  }
   if (failure || retry !== undefined) await run.observe(stsName);
   const observed: Observed = {
     statefulSet: run.sts,
@@ -809,6 +832,7 @@ export async function reconcileDatabase(
     endpoints: endpoints(run.spec),
     selector: selectorString(run.spec),
     storage: run.storage,
+    ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };
   try {

@@ -72,6 +72,15 @@ export const PASSWORD_KEYS = [
   SECRET_KEYS.replicationPassword,
 ] as const;
 
+/**
+ * Keys of the ConfigMap that carry the operator's record of the cluster (not configuration: they are
+ * left out of the config hash, and the pods read them as env when a container starts).
+ */
+export const CLUSTER_KEYS = {
+  primary: 'cluster-primary',
+  systemIdentifier: 'cluster-system-identifier',
+} as const;
+
 /** Volume names in the pod template. */
 export const VOLUMES = {
   /** The volumeClaimTemplate: one PVC per pod, `data-<name>-N`. */

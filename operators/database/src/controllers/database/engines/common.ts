@@ -8,6 +8,11 @@ export function secretEnv(name: string, db: DefaultedDatabase, key: SecretKey): 
   return { name, valueFrom: { secretKeyRef: { name: childNames(db).secret, key } } };
 }
 
+/** An env var from a key of the Database's ConfigMap, read when the container starts (no roll on change). */
+export function configEnv(name: string, db: DefaultedDatabase, key: string): EnvVar {
+  return { name, valueFrom: { configMapKeyRef: { name: childNames(db).configMap, key } } };
+}
+
 /** An env var from the pod's own metadata (downward API). */
 export function fieldEnv(name: string, fieldPath: string): EnvVar {
   return { name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } };

@@ -376,11 +376,19 @@ export class Cluster {
     );
   }
 
+  /** Stops every server still running (also those a failed test left behind), then removes the files. */
   async close(): Promise<void> {
     for (const inst of [...this.instances].reverse()) {
-      if (!inst.server) continue;
+      const pidFile = join(inst.pgdata, 'postmaster.pid');
+      if (!inst.server && !existsSync(pidFile)) continue;
       await this.stop(inst).catch(() => {});
-      inst.server?.kill('SIGKILL');
+      if (!existsSync(pidFile)) continue;
+      const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+      try {
+        if (pid > 0) process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
     }
     rmSync(this.tmp, { recursive: true, force: true });
   }

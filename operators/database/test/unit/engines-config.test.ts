@@ -45,7 +45,13 @@ describe('postgresql.conf', () => {
     assert.equal(effective(conf, 'port'), "'5432'");
     assert.equal(effective(conf, 'hba_file'), "'/etc/opkit/pg_hba.conf'");
     assert.equal(effective(conf, 'password_encryption'), "'scram-sha-256'");
-    assert.equal(effective(conf, 'wal_keep_size'), "'512MB'");
+    assert.equal(effective(conf, 'wal_keep_size'), "'128MB'");
+    // Replication slots keep WAL for the replicas, bounded (spec.parameters may change the bound).
+    assert.equal(effective(conf, 'max_slot_wal_keep_size'), "'1GB'");
+    const tuned = postgresConf(
+      withDefaults(database('postgres', { parameters: { max_slot_wal_keep_size: '256MB' } })),
+    );
+    assert.equal(effective(tuned, 'max_slot_wal_keep_size'), "'256MB'");
     assert.equal(effective(conf, 'shared_buffers'), undefined, 'the server default without a memory limit');
   });
 
@@ -99,6 +105,7 @@ describe('postgresql.conf', () => {
       ['local', 'all', 'postgres', 'peer'],
       ['local', 'all', 'all', 'scram-sha-256'],
       ['host', 'replication', 'replicator', 'all', 'scram-sha-256'],
+      ['host', 'postgres', 'replicator', 'all', 'scram-sha-256'],
       ['host', 'all', 'all', 'all', 'scram-sha-256'],
     ]);
     assert.doesNotMatch(hba, /trust|md5|password\b/);

@@ -128,14 +128,20 @@ export function managedSettings(paths: PostgresPaths = POD_PATHS): [string, stri
   ];
 }
 
+/** max_slot_wal_keep_size: the most WAL the primary keeps for a replica that does not stream. */
+export const POSTGRES_SLOT_WAL_BOUND = '1GB';
+
 /** Defaults derived from the spec, which spec.parameters may override. */
 export function tunedSettings(db: DefaultedDatabase): [string, string][] {
   const out: [string, string][] = [
     ['password_encryption', 'scram-sha-256'],
-    // WAL kept for replicas that fall behind. No replication slots: a replica that is gone for good
-    // must not fill the primary's volume. Fixed rather than derived from spec.storage, so that growing
-    // the volume is not a configuration change that restarts the pods.
-    ['wal_keep_size', '512MB'],
+    // Each replica streams through a replication slot, which keeps the WAL it has not received yet,
+    // bounded: a replica gone for good must not fill the primary's volume. Past the bound its slot is
+    // invalidated and the replica is cloned again (instance.sh). Fixed, not derived from spec.storage,
+    // so growing the volume does not roll the pods; set spec.parameters for volumes under ~4Gi.
+    ['max_slot_wal_keep_size', POSTGRES_SLOT_WAL_BOUND],
+    // A little WAL beyond the slots, for pg_rewind of a former primary.
+    ['wal_keep_size', '128MB'],
     // Needed by pg_rewind, so a former primary can rejoin as a replica after a failover.
     ['wal_log_hints', 'on'],
   ];
@@ -197,6 +203,8 @@ export function pgHbaConf(
     ['local', 'all', adminUser, '', 'peer'],
     ['local', 'all', 'all', '', 'scram-sha-256'],
     ['host', 'replication', replicationUser, network, 'scram-sha-256'],
+    // pg_rewind of a replica that diverged reads the primary's files through the postgres database.
+    ['host', 'postgres', replicationUser, network, 'scram-sha-256'],
     ['host', 'all', 'all', network, 'scram-sha-256'],
   ];
   const widths = [8, 13, Math.max(16, adminUser.length + 2, replicationUser.length + 2), 10];

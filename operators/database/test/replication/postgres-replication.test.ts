@@ -4,7 +4,7 @@
  * replication slot, health.sh is the probes, and the replica streams.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { freePort } from '@opkit/controlplane';
@@ -151,6 +151,49 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
         assert.equal(r.code, 1, `${key} found in ${r.stdout}`);
       }
     }
+  });
+
+  test('pg_hba: the superuser only by the local socket; each user only where it must go', async () => {
+    const tcp = (user: string, dbname: string, password: string) =>
+      c.run(
+        'psql',
+        [
+          '-X',
+          '-w',
+          '-h',
+          '127.0.0.1',
+          '-p',
+          String(primary.port),
+          '-U',
+          user,
+          '-d',
+          dbname,
+          '-tAc',
+          'SELECT 1',
+        ],
+        { PGPASSWORD: password },
+      );
+    const admin = await tcp('postgres', 'postgres', c.secret[SECRET_KEYS.adminPassword] ?? '');
+    assert.notEqual(admin.code, 0);
+    assert.match(admin.stderr, /pg_hba\.conf rejects connection for host "127\.0\.0\.1", user "postgres"/);
+    const repl = await tcp('replicator', 'app', c.secret[SECRET_KEYS.replicationPassword] ?? '');
+    assert.match(repl.stderr, /pg_hba\.conf rejects connection .* user "replicator", database "app"/);
+    const app = await tcp('app', 'postgres', c.secret[SECRET_KEYS.appPassword] ?? '');
+    assert.match(app.stderr, /pg_hba\.conf rejects connection .* user "app", database "postgres"/);
+    assert.equal((await tcp('app', 'app', c.secret[SECRET_KEYS.appPassword] ?? '')).code, 0);
+    // Locally too, the superuser needs no password and the others need theirs.
+    assert.equal(await c.sql(primary, 'SELECT current_user'), 'postgres');
+  });
+
+  test('a password left in postgresql.auto.conf by an earlier clone (pg_basebackup -R) is removed at start', async () => {
+    await c.stop(replica);
+    const auto = join(replica.pgdata, 'postgresql.auto.conf');
+    const password = c.secret[SECRET_KEYS.replicationPassword] ?? '';
+    appendFileSync(auto, `primary_conninfo = 'user=replicator password=${password} host=127.0.0.1'\n`);
+    await c.start(replica, record);
+    assert.doesNotMatch(readFileSync(auto, 'utf8'), new RegExp(`primary_conninfo|${password}`));
+    await c.streaming(primary, replica);
+    assert.doesNotMatch(await c.sql(replica, 'SHOW primary_conninfo'), /password/);
   });
 
   test('the bootstrap leaves an initialized replica alone on restart', async () => {

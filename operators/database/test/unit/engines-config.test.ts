@@ -95,20 +95,27 @@ describe('postgresql.conf', () => {
     assert.equal(pgQuote('a\\b'), "'a\\\\b'");
   });
 
-  test('pg_hba.conf: peer for the superuser locally, SCRAM for everything else, replication only for its user', () => {
-    const hba = pgHbaConf();
+  test('pg_hba.conf: the superuser only by the local socket, replication and the application user by SCRAM, nothing else', () => {
+    const hba = pgHbaConf({ appUser: 'app', appDatabase: 'shop' });
     const rules = hba
       .split('\n')
       .filter((l) => l && !l.startsWith('#'))
       .map((l) => l.split(/\s+/));
     assert.deepEqual(rules, [
-      ['local', 'all', 'postgres', 'peer'],
-      ['local', 'all', 'all', 'scram-sha-256'],
-      ['host', 'replication', 'replicator', 'all', 'scram-sha-256'],
-      ['host', 'postgres', 'replicator', 'all', 'scram-sha-256'],
-      ['host', 'all', 'all', 'all', 'scram-sha-256'],
+      ['local', 'all', '"postgres"', 'peer'],
+      ['host', 'all', '"postgres"', 'all', 'reject'],
+      ['host', 'replication', '"replicator"', 'all', 'scram-sha-256'],
+      ['host', 'postgres', '"replicator"', 'all', 'scram-sha-256'],
+      ['local', '"shop"', '"app"', 'scram-sha-256'],
+      ['host', '"shop"', '"app"', 'all', 'scram-sha-256'],
+      ['local', 'all', 'all', 'reject'],
+      ['host', 'all', 'all', 'all', 'reject'],
     ]);
     assert.doesNotMatch(hba, /trust|md5|password\b/);
+    assert.doesNotMatch(hba, /^host\s+all\s+all\s+all\s+scram/m);
+    // The Database's names, taken literally.
+    const cm = configMap(database('postgres', { username: 'all', databaseName: 'my"db' }));
+    assert.match(cm.data?.['pg_hba.conf'] ?? '', /^host\s+"my""db"\s+"all"\s+all\s+scram-sha-256$/m);
   });
 
   test('the ConfigMap carries the config files and scripts, and nothing secret', () => {

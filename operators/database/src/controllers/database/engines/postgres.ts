@@ -188,26 +188,47 @@ export function postgresConf(db: DefaultedDatabase, paths: PostgresPaths = POD_P
   ].join('\n');
 }
 
+/** A name in pg_hba.conf: double-quoted, so that it is taken literally (never a keyword like `all`). */
+function hbaName(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** Who may connect to what, besides the superuser: the application user to its database. */
+export interface HbaUsers {
+  appUser: string;
+  appDatabase: string;
+  adminUser?: string;
+  replicationUser?: string;
+}
+
 /**
- * pg_hba.conf. The superuser connects locally by peer authentication (the probes and the init scripts,
- * running as the image's `postgres` OS user), everything else with a SCRAM password. Replication is
- * allowed only to the replication user, from the pod network (`all`: pod CIDRs are not known here).
+ * pg_hba.conf, first match wins:
+ *   - the superuser only through the local socket by peer authentication (the scripts and probes, as
+ *     the image's `postgres` OS user); over the network it is rejected whatever the password;
+ *   - the replication user, by SCRAM, for replication and for pg_rewind (the postgres database) only;
+ *   - the application user, by SCRAM, to its database only (locally or over the network);
+ *   - everything else rejected. No `host all all all`.
+ * `network`: where clients come from (`all`: pod CIDRs are not known here).
  */
-export function pgHbaConf(
-  adminUser = POSTGRES_ADMIN_USER,
-  replicationUser = POSTGRES_REPLICATION_USER,
-  network = 'all',
-): string {
+export function pgHbaConf(users: HbaUsers, network = 'all'): string {
+  const admin = users.adminUser ?? POSTGRES_ADMIN_USER;
+  const repl = users.replicationUser ?? POSTGRES_REPLICATION_USER;
+  const app = hbaName(users.appUser);
+  const appDb = hbaName(users.appDatabase);
   const rows: [string, string, string, string, string][] = [
     ['# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'],
-    ['local', 'all', adminUser, '', 'peer'],
-    ['local', 'all', 'all', '', 'scram-sha-256'],
-    ['host', 'replication', replicationUser, network, 'scram-sha-256'],
+    ['local', 'all', hbaName(admin), '', 'peer'],
+    ['host', 'all', hbaName(admin), network, 'reject'],
+    ['host', 'replication', hbaName(repl), network, 'scram-sha-256'],
     // pg_rewind of a replica that diverged reads the primary's files through the postgres database.
-    ['host', 'postgres', replicationUser, network, 'scram-sha-256'],
-    ['host', 'all', 'all', network, 'scram-sha-256'],
+    ['host', 'postgres', hbaName(repl), network, 'scram-sha-256'],
+    ['local', appDb, app, '', 'scram-sha-256'],
+    ['host', appDb, app, network, 'scram-sha-256'],
+    ['local', 'all', 'all', '', 'reject'],
+    ['host', 'all', 'all', network, 'reject'],
   ];
-  const widths = [8, 13, Math.max(16, adminUser.length + 2, replicationUser.length + 2), 10];
+  const width = (i: number) => Math.max(...rows.map((r) => (r[i] ?? '').length)) + 2;
+  const widths = [width(0), width(1), width(2), width(3)];
   return [
     '# Rendered by opkit-database-operator.',
     ...rows.map((r) =>
@@ -361,7 +382,7 @@ export const postgres: Engine = {
   layout: postgresLayout,
   configData: (db, cluster) => ({
     [POSTGRES_FILES.conf]: postgresConf(db),
-    [POSTGRES_FILES.hba]: pgHbaConf(),
+    [POSTGRES_FILES.hba]: pgHbaConf({ appUser: db.spec.username, appDatabase: db.spec.databaseName }),
     [POSTGRES_FILES.instance]: instanceScript(),
     [POSTGRES_FILES.health]: healthScript(),
     ...postgresClusterData(db, cluster),

@@ -217,6 +217,7 @@ export class Cluster {
     const s = this.secret;
     return {
       PGDATA: inst.pgdata,
+      PG_MAJOR: this.db.spec.version,
       PGHOST: inst.socketDir,
       PGPORT: String(inst.port),
       CONFIG_FILE: join(inst.configDir, POSTGRES_FILES.conf),

@@ -73,6 +73,20 @@ describe('postgres: the cluster identity decides initdb, clone or refusal', { sk
     assert.equal(ready.code, 0, ready.stdout);
   });
 
+  test('an image without the declared major version refuses to start, naming both versions', async () => {
+    const other = String(Number(c.db.spec.version) - 1);
+    const r = await c.bootstrap(pod0, record, { PG_MAJOR: other });
+    assert.equal(r.code, 1, r.stderr);
+    const report = c.report(pod0);
+    assert.equal(report.result, 'image-version');
+    assert.match(
+      report.message ?? '',
+      new RegExp(`runs PostgreSQL ${c.db.spec.version}, but spec.version is ${other}`),
+    );
+    // The data directory is left alone.
+    assert.equal(await c.sql(pod1, 'SELECT count(*) FROM pg_stat_replication'), '1');
+  });
+
   test("another cluster's data directory refuses to start, with a message naming both identities", async () => {
     const stray = await c.instance('ledger-2');
     await c.ok('initdb', ['--username=postgres', '--auth=peer', '-D', stray.pgdata]);

@@ -9,9 +9,11 @@ import { type Condition, ConfigMaps, type Pod, Pods, StatefulSets } from '@opkit
 import { FakeClient } from '@opkit/runtime/testing';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
 import {
+  imageTag,
   observePostgres,
   parseInstanceReport,
   podReport,
+  postgresImageProblem,
 } from '../../src/controllers/database/engines/index.ts';
 import { type ReconcilerDeps, reconcileDatabase, roleChanges } from '../../src/controllers/database/index.ts';
 import { FakeRecorder, managedOnlyReader } from './fixtures.ts';
@@ -164,6 +166,30 @@ describe('observePostgres', () => {
   });
 });
 
+describe('spec.image against spec.version', () => {
+  it('reads the tag of any image reference', () => {
+    assert.equal(imageTag('postgres:16'), '16');
+    assert.equal(imageTag('registry:5000/db/postgres:15.4-alpine@sha256:abc'), '15.4-alpine');
+    assert.equal(imageTag('registry:5000/db/postgres'), undefined);
+  });
+
+  it('refuses a tag naming another major, naming spec.image; lets through what the tag cannot tell', () => {
+    assert.match(
+      postgresImageProblem('mirror.local/postgres:16.2', '15') ?? '',
+      /^spec\.image mirror\.local\/postgres:16\.2 is PostgreSQL 16 by its tag, but spec\.version is 15/,
+    );
+    for (const ok of [
+      'postgres:15',
+      'postgres:15.8-bookworm',
+      'opkit.local/postgres:15',
+      'postgres:latest',
+      'pg',
+    ])
+      assert.equal(postgresImageProblem(ok, '15'), undefined, ok);
+    assert.equal(postgresImageProblem(undefined, '15'), undefined);
+  });
+});
+
 describe('reconcile: the cluster record in the status and the ConfigMap', () => {
   let client: FakeClient;
   let deps: ReconcilerDeps;
@@ -213,6 +239,41 @@ describe('reconcile: the cluster record in the status and the ConfigMap', () => 
     assert.equal(cm()?.data?.['cluster-system-identifier'], ID, 'the pods still refuse to initialize');
     const ready = (st?.conditions as Condition[] | undefined)?.find((c) => c.type === 'Ready');
     assert.equal(ready?.reason, 'DataLost');
+  });
+
+  it('spec.image of another major: Failed ImageVersionMismatch naming it, nothing rolled out', async () => {
+    const db = stored();
+    await client.update(Databases.resource, { ...db, spec: { ...db.spec, image: 'postgres:17' } });
+    await assert.rejects(
+      reconcile(),
+      /spec\.image postgres:17 is PostgreSQL 17 by its tag, but spec\.version is 16/,
+    );
+    const st = stored().status;
+    assert.equal(st?.phase, 'Failed');
+    const ready = (st?.conditions as Condition[] | undefined)?.find((c) => c.type === 'Ready');
+    assert.equal(ready?.reason, 'ImageVersionMismatch');
+    assert.match(ready?.message ?? '', /spec\.image postgres:17/);
+    assert.equal(client.getStored(StatefulSets, key), undefined);
+    assert.equal(st?.observedGeneration, undefined, 'the spec was not applied');
+  });
+
+  it('an instance refusing to start is named in the status with its own message', async () => {
+    await reconcile();
+    client.setStored(Pods, pod('orders-0', { result: 'initialized', 'system-identifier': ID }));
+    client.setStored(
+      Pods,
+      pod('orders-1', {
+        result: 'image-version',
+        message: 'the image runs PostgreSQL 17, but spec.version is 16',
+      }),
+    );
+    await reconcile();
+    const ready = (stored().status?.conditions as Condition[] | undefined)?.find((c) => c.type === 'Ready');
+    assert.equal(ready?.reason, 'InstanceRefused');
+    assert.match(
+      ready?.message ?? '',
+      /orders-1 refused to start \(image-version\): the image runs PostgreSQL 17/,
+    );
   });
 
   it('mysql keeps ordinal 0 as the primary and records no cluster fields', async () => {

@@ -256,6 +256,22 @@ describe('reconcileDatabase', () => {
     assert.ok(client.getStored(StatefulSets, KEY));
   });
 
+  it('observedGeneration moves only when the spec was applied', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    assert.equal(db().status?.observedGeneration, 1);
+    const edited = db();
+    await client.update(Databases.resource, { ...edited, spec: { ...edited.spec, replicas: 5 } });
+    assert.equal(db().metadata.generation, 2);
+    client.failNext('update', StatefulSets, internalError('etcd is having a bad day'));
+    await assert.rejects(reconcile(), /etcd is having a bad day/);
+    assert.equal(db().status?.observedGeneration, 1, 'the failed reconcile did not apply generation 2');
+    assert.equal((client.getStored(StatefulSets, KEY) as StatefulSet).spec?.replicas, 3);
+    await reconcile();
+    assert.equal(db().status?.observedGeneration, 2);
+    assert.equal((client.getStored(StatefulSets, KEY) as StatefulSet).spec?.replicas, 5);
+  });
+
   it('an Invalid child is terminal: Warning event, status Failed with the message, TerminalError', async () => {
     await client.create(Databases.resource, database());
     client.failNext(

@@ -182,6 +182,14 @@ export class CredentialsMissingError extends Error {
   }
 }
 
+/** spec.image cannot run spec.version: nothing is rolled out until the spec is fixed. */
+export class ImageVersionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ImageVersionError';
+  }
+}
+
 /** A child write the API refused; `terminal` when retrying cannot help. */
 class ChildError extends Error {
   readonly kind: string;
@@ -193,7 +201,10 @@ class ChildError extends Error {
   constructor(kind: string, childName: string, cause: unknown) {
     const message = cause instanceof Error ? cause.message : String(cause);
     // These name the object themselves.
-    const named = cause instanceof ObjectConflictError || cause instanceof CredentialsMissingError;
+    const named =
+      cause instanceof ObjectConflictError ||
+      cause instanceof CredentialsMissingError ||
+      cause instanceof ImageVersionError;
     super(named ? message : `${kind} ${childName}: ${message}`, { cause });
     this.name = 'ChildError';
     this.kind = kind;
@@ -204,17 +215,20 @@ class ChildError extends Error {
       cause instanceof AlreadyOwnedError ||
       cause instanceof InvalidOwnerError ||
       cause instanceof ObjectConflictError ||
-      cause instanceof CredentialsMissingError;
+      cause instanceof CredentialsMissingError ||
+      cause instanceof ImageVersionError;
     this.reason =
       cause instanceof CredentialsMissingError
         ? 'CredentialsMissing'
-        : cause instanceof AlreadyOwnedError ||
-            cause instanceof InvalidOwnerError ||
-            cause instanceof ObjectConflictError
-          ? `${kind}NotOwned`
-          : cause instanceof InvalidError || cause instanceof BadRequestError
-            ? `Invalid${kind}`
-            : `${kind}Failed`;
+        : cause instanceof ImageVersionError
+          ? 'ImageVersionMismatch'
+          : cause instanceof AlreadyOwnedError ||
+              cause instanceof InvalidOwnerError ||
+              cause instanceof ObjectConflictError
+            ? `${kind}NotOwned`
+            : cause instanceof InvalidError || cause instanceof BadRequestError
+              ? `Invalid${kind}`
+              : `${kind}Failed`;
     this.related =
       cause instanceof ObjectConflictError
         ? cause.object
@@ -544,6 +558,10 @@ class Run {
   async statefulSetStep(hash: string): Promise<void> {
     const desired = this.own(statefulSet(this.spec, { configHash: hash }));
     const name = desired.metadata.name ?? '';
+    const imageProblem = engineFor(this.spec.spec.engine).imageProblem?.(this.spec);
+    if (imageProblem) {
+      await this.step('StatefulSet', name, () => Promise.reject(new ImageVersionError(imageProblem)));
+    }
     const live = await this.deps.reader.get(StatefulSets, { namespace: this.ns, name });
     if (live && isBeingDeleted(live)) {
       // Being deleted (orphan deletion while recreating it): it is recreated once it is gone.
@@ -818,6 +836,8 @@ export async function reconcileDatabase(
     }
   }
 
+  // A step failed before the spec was applied (the cluster's own failures come after applying it).
+  const stepFailed = failure ?? retry;
   if (!failure && retry === undefined && run.cluster?.failure) {
     failure = run.cluster.failure;
     run.warning(failure.reason, 'Reconcile', failure.message);
@@ -832,6 +852,7 @@ export async function reconcileDatabase(
     endpoints: endpoints(run.spec),
     selector: selectorString(run.spec),
     storage: run.storage,
+    applied: stepFailed === undefined,
     ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };

@@ -65,6 +65,11 @@ export interface Observed {
   failure?: Failure;
   /** The engine's cluster record and the instances' reports (postgres): recorded in the status. */
   cluster?: ClusterObservation;
+  /**
+   * false when the reconcile stopped before the spec was applied (a step failed): observedGeneration
+   * then keeps the generation last applied. Default true.
+   */
+  applied?: boolean;
 }
 
 export function isPodReady(pod: Pod): boolean {
@@ -201,7 +206,8 @@ export function computeStatus(
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);
   if (o.secretName !== undefined) set('secretName', o.secretName);
   if (o.selector !== undefined) set('selector', o.selector);
-  if (generation !== undefined) set('observedGeneration', generation);
+  // The generation whose spec the children reflect: only moves when this reconcile applied it.
+  if (generation !== undefined && o.applied !== false) set('observedGeneration', generation);
 
   const storage = o.storage;
   const storageFailed = storage && storage.failed.length > 0;

@@ -38,11 +38,13 @@ import {
 } from './common.ts';
 import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
+import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
 import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
 
 export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
+export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
 export * from './postgres/report.ts';
 
@@ -288,6 +290,7 @@ export function postgresPreStopCommand(): string[] {
 function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
   return [
     valueEnv('PGDATA', layout.dataDir),
+    valueEnv('PG_MAJOR', postgresMajor(db.spec.version)),
     valueEnv('PGHOST', POSTGRES_SOCKET_DIR),
     valueEnv('PGPORT', POSTGRES_PORT),
     valueEnv('CONFIG_FILE', `${CONFIG_DIR}/${POSTGRES_FILES.conf}`),
@@ -389,4 +392,5 @@ export const postgres: Engine = {
   }),
   pod: postgresPod,
   observe: observePostgres,
+  imageProblem: (db) => postgresImageProblem(db.spec.image, db.spec.version),
 };

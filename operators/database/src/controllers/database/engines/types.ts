@@ -109,4 +109,6 @@ export interface Engine {
    * `<name>-0` as the primary.
    */
   observe?(db: DefaultedDatabase, prev: ClusterStatus | undefined, pods: readonly Pod[]): ClusterObservation;
+  /** Why spec.image cannot run spec.version (checked before the StatefulSet is written), if it cannot. */
+  imageProblem?(db: DefaultedDatabase): string | undefined;
 }

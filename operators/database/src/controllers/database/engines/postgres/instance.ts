@@ -33,6 +33,7 @@ export const INSTANCE_RESULTS = {
   foreign: 'foreign-data',
   foreignPrimary: 'foreign-primary',
   standbyAsPrimary: 'standby-as-primary',
+  imageVersion: 'image-version',
   primaryUnreachable: 'primary-unreachable',
 } as const;
 export type InstanceResult = (typeof INSTANCE_RESULTS)[keyof typeof INSTANCE_RESULTS];
@@ -45,7 +46,7 @@ export function slotName(pod: string): string {
 /**
  * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, CONFIG_FILE, PGHOST/PGPORT (its own
  * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE, APP_USER, APP_PASSWORD, APP_DATABASE
- * (initdb only); optional CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
+ * (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
  * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
  */
 export function instanceScript(): string {
@@ -194,6 +195,17 @@ repair() {
   touch "$PGDATA/standby.signal"
   result=\${result:-${R.existing}}
 }
+
+# The image must hold the declared major version (spec.image is free-form), and so must the data.
+if [ -n "\${PG_MAJOR:-}" ]; then
+  server_major=$(postgres --version 2>/dev/null | awk '{ print $3 }' | cut -d. -f1)
+  if [ "$server_major" != "$PG_MAJOR" ]; then
+    refuse ${R.imageVersion} "the image runs PostgreSQL \${server_major:-(no postgres binary found)}, but spec.version is $PG_MAJOR: refusing to start. Set spec.image to a PostgreSQL $PG_MAJOR image"
+  fi
+  if [ -s "$PGDATA/PG_VERSION" ] && [ "$(cat "$PGDATA/PG_VERSION")" != "$PG_MAJOR" ]; then
+    refuse ${R.imageVersion} "$PGDATA holds PostgreSQL $(cat "$PGDATA/PG_VERSION") data, but spec.version is $PG_MAJOR: refusing to start (a major upgrade is not done in place)"
+  fi
+fi
 
 write_passfile
 if [ "$POD_NAME" = "$PRIMARY_POD" ]; then role=primary; else role=replica; fi

@@ -23,6 +23,7 @@ export const REFUSALS: ReadonlySet<InstanceResult> = new Set([
   INSTANCE_RESULTS.foreignPrimary,
   INSTANCE_RESULTS.standbyAsPrimary,
   INSTANCE_RESULTS.primaryUnreachable,
+  INSTANCE_RESULTS.imageVersion,
 ]);
 
 /** Parses a termination message; unknown keys and malformed lines are ignored. */

@@ -31,6 +31,7 @@ import type { Database } from '../../src/api/v1/database.ts';
 import {
   configMap,
   credentialsSecret,
+  DERIVED_SECRET_KEYS,
   SECRET_KEYS,
   withDefaults,
 } from '../../src/controllers/database/desired/index.ts';
@@ -175,12 +176,13 @@ export class Cluster {
     return r.stdout;
   }
 
-  private mkdirOwned(path: string): void {
+  /** A directory (or file, below) owned by the user the servers run as. */
+  mkdirOwned(path: string): void {
     mkdirSync(path, { recursive: true, mode: 0o700 });
     if (IDS) chownSync(path, IDS.uid, IDS.gid);
   }
 
-  private writeOwned(path: string, text: string, mode: number): void {
+  writeOwned(path: string, text: string, mode: number): void {
     writeFileSync(path, text, { mode });
     if (IDS) chownSync(path, IDS.uid, IDS.gid);
   }
@@ -231,7 +233,8 @@ export class Cluster {
       REPLICATION_USER: s[SECRET_KEYS.replicationUsername] ?? '',
       REPLICATION_PASSWORD: s[SECRET_KEYS.replicationPassword] ?? '',
       APP_USER: s[SECRET_KEYS.appUsername] ?? '',
-      APP_PASSWORD: s[SECRET_KEYS.appPassword] ?? '',
+      APP_PASSWORD_SCRAM: s[DERIVED_SECRET_KEYS.appPasswordScram] ?? '',
+      REPLICATION_PASSWORD_SCRAM: s[DERIVED_SECRET_KEYS.replicationPasswordScram] ?? '',
       APP_DATABASE: s[SECRET_KEYS.database] ?? '',
       WAIT_SECONDS: '30',
       REPAIR_WAIT_SECONDS: '10',

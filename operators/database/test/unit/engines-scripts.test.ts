@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { configMap } from '../../src/controllers/database/desired/index.ts';
 import {
+  credentialsScript,
   healthScript,
   initUsersScript,
   instanceScript,
@@ -101,6 +102,7 @@ describe('every script', () => {
       'mysql/init-users.sh',
       'mysql/replication-agent.sh',
       'mysql/start.sh',
+      'postgres/credentials.sh',
       'postgres/health.sh',
       'postgres/instance.sh',
     ]);
@@ -316,6 +318,7 @@ describe('the ConfigMap', () => {
     const pg = configMap(database('postgres')).data ?? {};
     assert.equal(pg[POSTGRES_FILES.instance], instanceScript());
     assert.equal(pg[POSTGRES_FILES.health], healthScript());
+    assert.equal(pg[POSTGRES_FILES.credentials], credentialsScript());
     const my = configMap(database('mysql')).data ?? {};
     assert.equal(my[MYSQL_FILES.start], startScript());
     assert.equal(my[MYSQL_FILES.initUsers], initUsersScript());

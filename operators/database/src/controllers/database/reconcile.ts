@@ -18,7 +18,8 @@
  *   3. ConfigMap, 4. Services (headless, read-write; read-only only with replicas > 1),
  *   5. StatefulSet (spec changes applied; volumeClaimTemplates are immutable: a storage increase patches
  *      each PVC and then recreates the StatefulSet with orphan deletion, so pods and PVCs stay),
- *   6. PodDisruptionBudget (replicas > 1 only), 7. role labels on the pods (ordinal 0 primary),
+ *   6. PodDisruptionBudget (replicas > 1 only), 7. role labels on the pods (the designated primary:
+ *      status.targetPrimary for postgres, recorded with the system identifier from the pods' reports),
  *   8. status, from the real StatefulSet and pods.
  * Ownership (ownership.ts): every write is decided on the object as the API returns it. The cache only
  * shows objects labelled managed-by, so when it has nothing under a child's name the object is read from
@@ -94,12 +95,15 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
+import { DERIVED_SECRET_KEYS } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
+
+const DERIVED: ReadonlySet<string> = new Set(Object.values(DERIVED_SECRET_KEYS));
 
 /** The label every object the operator manages carries: what the informers are restricted to. */
 export const MANAGED_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
@@ -485,6 +489,7 @@ class Run {
       const add = { ...(missing?.data ?? {}) };
       const addString = { ...(missing?.stringData ?? {}) };
       for (const k of Object.keys(existing.data ?? {})) {
+        if (DERIVED.has(k)) continue;
         delete add[k];
         delete addString[k];
       }
@@ -511,8 +516,22 @@ class Run {
       );
       const related = withTypeMeta(Secrets, existing);
       // Key names only: never a value.
-      if (keys.length > 0)
-        this.normal('Updated', 'Update', `Added missing keys to Secret ${name}: ${keys.join(', ')}`, related);
+      const added = keys.filter((k) => !DERIVED.has(k) || !existing.data?.[k]);
+      const refreshed = keys.filter((k) => DERIVED.has(k) && existing.data?.[k]);
+      if (added.length > 0)
+        this.normal(
+          'Updated',
+          'Update',
+          `Added missing keys to Secret ${name}: ${added.join(', ')}`,
+          related,
+        );
+      if (refreshed.length > 0)
+        this.normal(
+          'CredentialsChanged',
+          'Update',
+          `A password changed in Secret ${name}: updated ${refreshed.join(', ')}; the primary applies it`,
+          related,
+        );
       if (owners !== undefined) {
         this.normal(
           'Updated',

@@ -65,6 +65,17 @@ export const SECRET_KEYS = {
 
 export type SecretKey = (typeof SECRET_KEYS)[keyof typeof SECRET_KEYS];
 
+/**
+ * Keys the operator derives from the passwords (postgres: the SCRAM verifiers the pods apply with ALTER
+ * ROLE). Unlike the others, they are rewritten whenever the password they derive from changes.
+ */
+export const DERIVED_SECRET_KEYS = {
+  appPasswordScram: 'app-password-scram',
+  replicationPasswordScram: 'replication-password-scram',
+} as const;
+
+export type DerivedSecretKey = (typeof DERIVED_SECRET_KEYS)[keyof typeof DERIVED_SECRET_KEYS];
+
 /** The password keys: generated randomly, never regenerated. */
 export const PASSWORD_KEYS = [
   SECRET_KEYS.adminPassword,

@@ -1,10 +1,10 @@
 /** Helpers shared by the engine modules: env from the Secret, probes, SQL/shell quoting snippets. */
 import type { DefaultedDatabase } from '../../../api/v1/database.ts';
-import { childNames, type SecretKey } from '../desired/names.ts';
+import { childNames, type DerivedSecretKey, type SecretKey } from '../desired/names.ts';
 import type { EnvVar, Probe } from './types.ts';
 
 /** An env var read from the credentials Secret (never an inline value). */
-export function secretEnv(name: string, db: DefaultedDatabase, key: SecretKey): EnvVar {
+export function secretEnv(name: string, db: DefaultedDatabase, key: SecretKey | DerivedSecretKey): EnvVar {
   return { name, valueFrom: { secretKeyRef: { name: childNames(db).secret, key } } };
 }
 

@@ -21,6 +21,7 @@ import {
   CLUSTER_KEYS,
   CONFIG_DIR,
   childNames,
+  DERIVED_SECRET_KEYS,
   initialPrimaryPod,
   SECRET_KEYS,
   VOLUMES,
@@ -36,17 +37,21 @@ import {
   secretEnv,
   valueEnv,
 } from './common.ts';
+import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
 import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
+import { roleVerifier } from './postgres/scram.ts';
 import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
 
+export * from './postgres/credentials.ts';
 export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
 export * from './postgres/report.ts';
+export * from './postgres/scram.ts';
 
 export const POSTGRES_PORT = 5432;
 export const POSTGRES_UID = 999;
@@ -62,7 +67,10 @@ export const POSTGRES_FILES = {
   hba: 'pg_hba.conf',
   instance: 'instance.sh',
   health: 'health.sh',
+  credentials: 'credentials.sh',
 } as const;
+/** Where the credentials sidecar mounts the Secret (its verifiers and the replication password). */
+export const POSTGRES_CREDENTIALS_DIR = '/etc/opkit-credentials';
 /** The in-memory volume of the replication passfile (never on the data volume). */
 export const POSTGRES_RUN_DIR = '/run/opkit';
 export const POSTGRES_PASSFILE = `${POSTGRES_RUN_DIR}/pgpass`;
@@ -306,7 +314,8 @@ function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
     secretEnv('REPLICATION_PASSWORD', db, SECRET_KEYS.replicationPassword),
     // For initdb (a brand-new Database only).
     secretEnv('APP_USER', db, SECRET_KEYS.appUsername),
-    secretEnv('APP_PASSWORD', db, SECRET_KEYS.appPassword),
+    secretEnv('APP_PASSWORD_SCRAM', db, DERIVED_SECRET_KEYS.appPasswordScram),
+    secretEnv('REPLICATION_PASSWORD_SCRAM', db, DERIVED_SECRET_KEYS.replicationPasswordScram),
     secretEnv('APP_DATABASE', db, SECRET_KEYS.database),
   ];
 }
@@ -349,11 +358,41 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
+  // Applies password changes from the Secret (SCRAM verifiers) and keeps the passfile current.
+  const credentials = {
+    name: 'credentials',
+    image: ctx.image,
+    command: ['sh', `${CONFIG_DIR}/${POSTGRES_FILES.credentials}`],
+    env: [
+      valueEnv('PGHOST', POSTGRES_SOCKET_DIR),
+      valueEnv('PGPORT', POSTGRES_PORT),
+      valueEnv('PASSFILE', POSTGRES_PASSFILE),
+      valueEnv('CREDENTIALS_DIR', POSTGRES_CREDENTIALS_DIR),
+      secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
+    ],
+    volumeMounts: [
+      configMount,
+      runMount,
+      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+      { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
+    ],
+    resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
+    securityContext: ctx.securityContext,
+  };
   return {
     initContainers: [bootstrap],
-    containers: [server],
+    containers: [server, credentials],
     volumes: [
       { name: VOLUMES.config, configMap: { name: names.configMap, defaultMode: 0o444 } },
+      // Only the keys the sidecar needs; updated in place by the kubelet when the Secret changes.
+      {
+        name: 'credentials',
+        secret: {
+          secretName: names.secret,
+          defaultMode: 0o440,
+          items: CREDENTIAL_FILES.map((key) => ({ key, path: key })),
+        },
+      },
       // The replication passfile: in memory, written from the env at every start.
       { name: 'run', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       // The socket directory (the image's is only writable by its postgres user, not by any uid).
@@ -363,6 +402,29 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     ],
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
   };
+}
+
+/** The SCRAM verifiers of the application and replication users (what credentials.sh applies). */
+export function postgresVerifiers(
+  db: DefaultedDatabase,
+  plain: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const id = db.metadata.uid ?? `${db.metadata.namespace ?? ''}/${db.metadata.name ?? ''}`;
+  const out: Record<string, string> = {};
+  const pairs = [
+    [DERIVED_SECRET_KEYS.appPasswordScram, SECRET_KEYS.appUsername, SECRET_KEYS.appPassword],
+    [
+      DERIVED_SECRET_KEYS.replicationPasswordScram,
+      SECRET_KEYS.replicationUsername,
+      SECRET_KEYS.replicationPassword,
+    ],
+  ] as const;
+  for (const [key, user, password] of pairs) {
+    const u = plain[user];
+    const p = plain[password];
+    if (u && p) out[key] = roleVerifier(p, id, u);
+  }
+  return out;
 }
 
 /** The cluster record the pods read: the designated primary and the system identifier once known. */
@@ -388,9 +450,11 @@ export const postgres: Engine = {
     [POSTGRES_FILES.hba]: pgHbaConf({ appUser: db.spec.username, appDatabase: db.spec.databaseName }),
     [POSTGRES_FILES.instance]: instanceScript(),
     [POSTGRES_FILES.health]: healthScript(),
+    [POSTGRES_FILES.credentials]: credentialsScript(),
     ...postgresClusterData(db, cluster),
   }),
   pod: postgresPod,
   observe: observePostgres,
   imageProblem: (db) => postgresImageProblem(db.spec.image, db.spec.version),
+  derivedSecretData: postgresVerifiers,
 };

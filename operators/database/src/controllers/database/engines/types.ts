@@ -109,6 +109,11 @@ export interface Engine {
    * `<name>-0` as the primary.
    */
   observe?(db: DefaultedDatabase, prev: ClusterStatus | undefined, pods: readonly Pod[]): ClusterObservation;
+  /**
+   * Secret keys derived from the plain values (DERIVED_SECRET_KEYS), kept in step with them by the
+   * operator: postgres' SCRAM verifiers.
+   */
+  derivedSecretData?(db: DefaultedDatabase, plain: Readonly<Record<string, string>>): Record<string, string>;
   /** Why spec.image cannot run spec.version (checked before the StatefulSet is written), if it cannot. */
   imageProblem?(db: DefaultedDatabase): string | undefined;
 }

@@ -1,19 +1,20 @@
 /**
  * The SQL that creates a new cluster's application user, its database and the replication user, as a
- * psql invocation over the local socket (peer authentication as the superuser). psql reads the values
- * with backquoted `printf` (a shell builtin), so no password appears in a process's arguments, and quotes
- * them with format(%I, %L). Idempotent: creates what is missing, then (re)sets the passwords and
+ * psql invocation over the local socket (peer authentication as the superuser). The passwords are the
+ * SCRAM verifiers the operator computed (scram.ts), never the plain text, so that the credentials sidecar
+ * finds them already applied. psql reads the values with backquoted `printf` (a shell builtin), so
+ * nothing appears in a process's arguments, and quotes them with format(%I, %L). Idempotent: creates what is missing, then (re)sets the passwords and
  * ownership. The replication user may also read the files pg_rewind needs (and nothing else).
- * Env: APP_USER, APP_PASSWORD, APP_DATABASE, REPLICATION_USER, REPLICATION_PASSWORD; POSTGRES_USER;
+ * Env: APP_USER, APP_PASSWORD_SCRAM, APP_DATABASE, REPLICATION_USER, REPLICATION_PASSWORD_SCRAM; POSTGRES_USER;
  * PGHOST/PGPORT.
  */
 export function initSql(): string {
   return `psql -v ON_ERROR_STOP=1 --no-psqlrc --no-password --username "\${POSTGRES_USER:-postgres}" --dbname postgres <<'EOSQL'
 \\set app_user \`printf '%s' "$APP_USER"\`
-\\set app_password \`printf '%s' "$APP_PASSWORD"\`
+\\set app_password \`printf '%s' "$APP_PASSWORD_SCRAM"\`
 \\set app_database \`printf '%s' "$APP_DATABASE"\`
 \\set replication_user \`printf '%s' "$REPLICATION_USER"\`
-\\set replication_password \`printf '%s' "$REPLICATION_PASSWORD"\`
+\\set replication_password \`printf '%s' "$REPLICATION_PASSWORD_SCRAM"\`
 SELECT format('CREATE ROLE %I', :'app_user')
   WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'app_user') \\gexec
 SELECT format('ALTER ROLE %I WITH LOGIN NOSUPERUSER NOREPLICATION PASSWORD %L', :'app_user', :'app_password') \\gexec

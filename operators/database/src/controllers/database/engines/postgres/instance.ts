@@ -45,8 +45,8 @@ export function slotName(pod: string): string {
 
 /**
  * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, CONFIG_FILE, PGHOST/PGPORT (its own
- * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE, APP_USER, APP_PASSWORD, APP_DATABASE
- * (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
+ * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE; APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
+ * REPLICATION_PASSWORD_SCRAM (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
  * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
  */
 export function instanceScript(): string {
@@ -136,7 +136,7 @@ clone() {
 }
 
 initialize() {
-  : "\${APP_USER:?}" "\${APP_PASSWORD:?}" "\${APP_DATABASE:?}"
+  : "\${APP_USER:?}" "\${APP_PASSWORD_SCRAM:?}" "\${APP_DATABASE:?}" "\${REPLICATION_PASSWORD_SCRAM:?}"
   partial="$PGDATA.partial"
   rm -rf "$partial" "$partial.log"
   log "initializing a new cluster in $PGDATA"

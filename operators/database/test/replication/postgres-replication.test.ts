@@ -65,6 +65,8 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
       assert.ok(envOf('postgres').includes(v), `postgres lacks ${v}`);
     }
     for (const v of requiredEnv(c.file(POSTGRES_FILES.health))) assert.ok(envOf('postgres').includes(v), v);
+    for (const v of requiredEnv(c.file(POSTGRES_FILES.credentials)))
+      assert.ok(envOf('credentials').includes(v), `credentials lacks ${v}`);
     const harness = Object.keys(c.env(primary, record)).filter(
       (k) => !['WAIT_SECONDS', 'REPAIR_WAIT_SECONDS', 'TERMINATION_LOG'].includes(k),
     );

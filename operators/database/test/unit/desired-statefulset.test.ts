@@ -342,6 +342,18 @@ describe('engine specifics', () => {
     assert.deepEqual(init[0]?.command, ['sh', '/etc/opkit/instance.sh', 'bootstrap']);
     assert.deepEqual(main(s).command, ['sh', '/etc/opkit/instance.sh', 'start']);
     assert.equal(main(s).args, undefined);
+    // The credentials sidecar: the Secret's verifiers and replication password only, read-only.
+    const sidecar = podSpec(s).containers.find((c) => c.name === 'credentials');
+    assert.deepEqual(sidecar?.command, ['sh', '/etc/opkit/credentials.sh']);
+    const secretVolume = podSpec(s).volumes?.find((v) => v.name === 'credentials')?.secret;
+    assert.equal(secretVolume?.secretName, 'orders-credentials');
+    assert.deepEqual(secretVolume?.items?.map((i) => i.key).sort(), [
+      'app-password-scram',
+      'app-username',
+      'replication-password',
+      'replication-password-scram',
+      'replication-username',
+    ]);
     const run = podSpec(s).volumes?.find((v) => v.name === 'run');
     assert.equal(run?.emptyDir?.medium, 'Memory', 'the passfile is never on a disk');
     assert.equal(podSpec(s).terminationGracePeriodSeconds, 60);

@@ -403,7 +403,12 @@ const status = s.object(
       .optional(),
     secretName: s.string({ description: 'Secret with the credentials and connection details.' }).optional(),
     observedGeneration: s
-      .integer({ format: 'int64', description: 'The generation the status describes.' })
+      .integer({
+        format: 'int64',
+        description:
+          'The generation whose spec the children reflect: a reconcile that failed before applying the spec ' +
+          'keeps the previous one (the conditions carry the generation they describe).',
+      })
       .optional(),
     conditions: s
       .conditions({ description: 'Ready, Progressing and Degraded (metav1.Condition).' })

@@ -45,10 +45,11 @@ describe('postgres: a password changed in the Secret is applied, as a SCRAM veri
     return dir;
   }
 
-  const once = (inst: Instance, dir: string) =>
+  const once = (inst: Instance, dir: string, instances?: string) =>
     c.run('sh', ['-c', c.file(POSTGRES_FILES.credentials), 'credentials.sh', 'once'], {
       ...c.env(inst, record),
       CREDENTIALS_DIR: dir,
+      ...(instances ? { INSTANCES_FILE: instances } : {}),
     });
 
   before(
@@ -141,6 +142,26 @@ describe('postgres: a password changed in the Secret is applied, as a SCRAM veri
         '1',
       { timeoutMs: 30_000, intervalMs: 200 },
     );
+  });
+
+  test('scaled down: the slot of a removed instance is dropped on the primary, the streaming one kept', async () => {
+    // vault-2 was an instance (its slot remains after a scale 3 -> 2); the ConfigMap now lists two.
+    await c.sql(primary, "SELECT pg_create_physical_replication_slot('opkit_vault_2', true)");
+    const instances = join(primary.root, 'cluster-instances');
+    c.writeOwned(instances, c.file('cluster-instances'), 0o444);
+    assert.equal(readFileSync(instances, 'utf8'), 'vault-0\nvault-1\n');
+    const dir = join(primary.root, 'credentials');
+    const r = await once(primary, dir, instances);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /dropped replication slot opkit_vault_2 of a removed instance/);
+    assert.equal(
+      await c.sql(primary, "SELECT string_agg(slot_name, ',') FROM pg_replication_slots"),
+      'opkit_vault_1',
+    );
+    // The replica never drops anything.
+    const onReplica = await once(replica, join(replica.root, 'credentials'), instances);
+    assert.equal(onReplica.code, 0, onReplica.stderr);
+    assert.doesNotMatch(onReplica.stderr, /dropped/);
   });
 
   test('no plain-text password in the logs or on the data volumes', async () => {

@@ -90,6 +90,8 @@ export const PASSWORD_KEYS = [
 export const CLUSTER_KEYS = {
   primary: 'cluster-primary',
   systemIdentifier: 'cluster-system-identifier',
+  /** The pods spec.replicas asks for, one per line: slots of other pods are dropped on the primary. */
+  instances: 'cluster-instances',
 } as const;
 
 /** Volume names in the pod template. */

@@ -23,6 +23,7 @@ import {
   childNames,
   DERIVED_SECRET_KEYS,
   initialPrimaryPod,
+  podName,
   SECRET_KEYS,
   VOLUMES,
 } from '../desired/names.ts';
@@ -368,6 +369,8 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       valueEnv('PGPORT', POSTGRES_PORT),
       valueEnv('PASSFILE', POSTGRES_PASSFILE),
       valueEnv('CREDENTIALS_DIR', POSTGRES_CREDENTIALS_DIR),
+      // The ConfigMap volume (not env): the kubelet updates it in place when spec.replicas changes.
+      valueEnv('INSTANCES_FILE', `${CONFIG_DIR}/${CLUSTER_KEYS.instances}`),
       secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     ],
     volumeMounts: [
@@ -432,6 +435,9 @@ export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterReco
   return {
     [CLUSTER_KEYS.primary]: cluster?.primary ?? initialPrimaryPod(db),
     [CLUSTER_KEYS.systemIdentifier]: cluster?.systemIdentifier ?? '',
+    [CLUSTER_KEYS.instances]: Array.from({ length: db.spec.replicas }, (_, i) => `${podName(db, i)}\n`).join(
+      '',
+    ),
   };
 }
 

@@ -5,10 +5,13 @@
  *     changed in the Secret logs in (and the old one no longer does) without restarting anything, and the
  *     plain text never goes into SQL; replicas get it through replication;
  *   - rewrites the replication passfile (the in-memory volume) from the Secret, so that the next
- *     replication connection uses the current password.
+ *     replication connection uses the current password;
+ *   - on the primary, drops the inactive replication slots (`opkit_<pod>`) of pods that spec.replicas no
+ *     longer has (INSTANCES_FILE, the ConfigMap's cluster-instances, updated in place by the kubelet):
+ *     after a scale-down they would hold WAL up to max_slot_wal_keep_size for nothing.
  * Over the local socket as the superuser (peer). Logs role names, never a value.
  * `credentials.sh once` does one pass (tests). Env: CREDENTIALS_DIR, PASSFILE, PGHOST, PGPORT;
- * POSTGRES_USER, CREDENTIALS_INTERVAL.
+ * POSTGRES_USER, CREDENTIALS_INTERVAL, INSTANCES_FILE.
  */
 import { DERIVED_SECRET_KEYS, SECRET_KEYS } from '../../desired/names.ts';
 
@@ -73,11 +76,27 @@ SELECT count(*) > 0 AS needed, coalesce(max(format('ALTER ROLE %I PASSWORD %L', 
 EOSQL
 }
 
+# Slots of pods that are not instances any more (scaled down): dropped, on the primary, when inactive.
+drop_removed_slots() {
+  [ -n "\${INSTANCES_FILE:-}" ] && [ -s "$INSTANCES_FILE" ] || return 0
+  export INSTANCES_FILE
+  sql <<'EOSQL' | while IFS= read -r slot; do [ -z "$slot" ] || log "dropped replication slot $slot of a removed instance"; done
+\\set instances \`tr '\\n' ' ' <"$INSTANCES_FILE"\`
+WITH removed AS MATERIALIZED (
+  SELECT slot_name FROM pg_replication_slots
+   WHERE NOT pg_is_in_recovery() AND NOT active AND slot_type = 'physical' AND slot_name LIKE 'opkit\\_%'
+     AND slot_name <> ALL (SELECT 'opkit_' || translate(lower(p), '-.', '__')
+                             FROM regexp_split_to_table(trim(:'instances'), '\\s+') p))
+SELECT r.slot_name FROM removed r, LATERAL (SELECT pg_drop_replication_slot(r.slot_name)) d;
+EOSQL
+}
+
 pass() {
   refresh_passfile
   if pg_isready -q -h "$PGHOST" -p "$PGPORT" -U "$user" -d postgres; then
     apply ${SECRET_KEYS.appUsername} ${DERIVED_SECRET_KEYS.appPasswordScram}
     apply ${SECRET_KEYS.replicationUsername} ${DERIVED_SECRET_KEYS.replicationPasswordScram}
+    drop_removed_slots
   fi
 }
 

@@ -224,7 +224,10 @@ export async function getDb(client: Client, namespace: string, name: string): Pr
   return client.get(Databases.resource, { namespace, name });
 }
 
-/** Waits for the Database's phase (with its status caught up with its generation). */
+/**
+ * Waits for the Database's phase, with its status caught up with its generation: the conditions describe
+ * it, and, unless the reconcile failed before applying the spec, observedGeneration says it was applied.
+ */
 export async function waitForPhase(
   client: Client,
   namespace: string,
@@ -238,9 +241,13 @@ export async function waitForPhase(
       `${namespace}/${name} to be ${phase}`,
       async () => {
         last = await getDb(client, namespace, name);
-        return last.status?.phase === phase && last.status.observedGeneration === last.metadata.generation
-          ? last
-          : undefined;
+        const st = last.status;
+        const ready = (st?.conditions as { type: string; observedGeneration?: number }[] | undefined)?.find(
+          (c) => c.type === 'Ready',
+        );
+        const described = ready?.observedGeneration === last.metadata.generation;
+        const applied = phase === 'Failed' || st?.observedGeneration === last.metadata.generation;
+        return st?.phase === phase && described && applied ? last : undefined;
       },
       timeoutMs,
       200,

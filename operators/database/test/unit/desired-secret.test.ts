@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import type { Secret } from '@opkit/runtime';
 import {
   credentialsSecret,
+  DERIVED_SECRET_KEYS,
   generatePassword,
   missingPasswordKeys,
   PASSWORD_ALPHABET,
@@ -32,7 +33,8 @@ describe('credentialsSecret', () => {
       });
       assert.equal(s.stringData, undefined);
       const v = decoded(s);
-      assert.deepEqual(Object.keys(v).sort(), Object.values(SECRET_KEYS).sort());
+      const derived = engine === 'postgres' ? Object.values(DERIVED_SECRET_KEYS) : [];
+      assert.deepEqual(Object.keys(v).sort(), [...Object.values(SECRET_KEYS), ...derived].sort());
       assert.equal(v[SECRET_KEYS.adminUsername], engine === 'mysql' ? 'root' : 'postgres');
       assert.equal(v[SECRET_KEYS.appUsername], 'app');
       assert.equal(v[SECRET_KEYS.replicationUsername], 'replicator');
@@ -96,11 +98,45 @@ describe('credentialsSecret', () => {
     const existing: Secret = { metadata: { name: 'orders-credentials', namespace: 'shop' }, data };
     const patch = credentialsSecret(database('postgres'), existing);
     assert.ok(patch);
-    assert.deepEqual(Object.keys(patch.data ?? {}).sort(), [SECRET_KEYS.appPassword, SECRET_KEYS.host]);
+    // The new app password comes with its new SCRAM verifier.
+    assert.deepEqual(
+      Object.keys(patch.data ?? {}).sort(),
+      [DERIVED_SECRET_KEYS.appPasswordScram, SECRET_KEYS.appPassword, SECRET_KEYS.host].sort(),
+    );
     assert.equal(patch.metadata.name, 'orders-credentials');
     assert.equal(patch.metadata.ownerReferences, undefined);
     assert.equal(decoded(patch)[SECRET_KEYS.appPassword]?.length, 32);
     assert.notEqual(decoded(patch)[SECRET_KEYS.appPassword], decoded(first)[SECRET_KEYS.appPassword]);
+  });
+
+  test('postgres: the SCRAM verifiers follow the passwords, and only change when a password does', () => {
+    const first = credentialsSecret(database('postgres'));
+    const v = decoded(first);
+    assert.match(
+      v[DERIVED_SECRET_KEYS.appPasswordScram] ?? '',
+      /^SCRAM-SHA-256\$4096:[A-Za-z0-9+/=]{24}\$[A-Za-z0-9+/=]{44}:[A-Za-z0-9+/=]{44}$/,
+    );
+    assert.ok(!(v[DERIVED_SECRET_KEYS.appPasswordScram] ?? '').includes(v[SECRET_KEYS.appPassword] ?? '-'));
+    assert.equal(credentialsSecret(database('postgres'), first), undefined, 'stable: nothing to write');
+    // The user edits the password: only its verifier is rewritten.
+    const edited: Secret = {
+      ...first,
+      data: {
+        ...first.data,
+        [SECRET_KEYS.appPassword]: Buffer.from('a-new-password-1234').toString('base64'),
+      },
+    };
+    const patch = credentialsSecret(database('postgres'), edited);
+    assert.deepEqual(Object.keys(patch?.data ?? {}), [DERIVED_SECRET_KEYS.appPasswordScram]);
+    assert.notEqual(
+      decoded(patch)[DERIVED_SECRET_KEYS.appPasswordScram],
+      v[DERIVED_SECRET_KEYS.appPasswordScram],
+    );
+    // MySQL has none.
+    assert.equal(
+      decoded(credentialsSecret(database('mysql')))[DERIVED_SECRET_KEYS.appPasswordScram],
+      undefined,
+    );
   });
 
   test('keys given in stringData (not yet merged by the API server) count as present', () => {
@@ -122,7 +158,7 @@ describe('credentialsSecret', () => {
   test('undefaulted and defaulted Databases give the same Secret (apart from the passwords)', () => {
     const strip = (s: Secret) => {
       const v = decoded(s);
-      for (const k of PASSWORD_KEYS) delete v[k];
+      for (const k of [...PASSWORD_KEYS, ...Object.values(DERIVED_SECRET_KEYS)]) delete v[k];
       return v;
     };
     const raw = database('postgres');

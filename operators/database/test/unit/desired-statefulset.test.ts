@@ -209,8 +209,9 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.ok((c.startupProbe.failureThreshold ?? 0) * (c.startupProbe.periodSeconds ?? 0) >= 600);
       if (engine === 'postgres') {
         assert.match(cmd(c.startupProbe), /^pg_isready -q -h 127\.0\.0\.1 -p 5432 -U postgres/);
-        assert.match(cmd(c.readinessProbe), /pg_isready .*-h 127\.0\.0\.1.* && psql .*'SELECT 1'/);
-        assert.match(cmd(c.livenessProbe), /pg_isready .*; \[ \$\? -le 1 \]/);
+        // health.sh: a replica is ready while it streams (test/replication runs it for real).
+        assert.equal(cmd(c.readinessProbe), 'sh /etc/opkit/health.sh ready');
+        assert.equal(cmd(c.livenessProbe), 'sh /etc/opkit/health.sh live');
         assert.match(
           c.lifecycle?.preStop?.exec?.command?.join(' ') ?? '',
           /pg_ctl stop -D "\$PGDATA" -m fast/,
@@ -305,28 +306,69 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
         assert.equal(v.configMap.name, 'orders-config');
         for (const item of v.configMap.items ?? []) assert.ok(keys.includes(item.key), item.key);
       }
-      const initdb = pod.volumes?.find((v) => v.name === 'initdb');
-      assert.equal(initdb?.configMap?.items?.[0]?.mode, 0o555, 'the init script is executed, not sourced');
+      if (engine === 'mysql') {
+        const initdb = pod.volumes?.find((v) => v.name === 'initdb');
+        assert.equal(initdb?.configMap?.items?.[0]?.mode, 0o555, 'the init script is executed, not sourced');
+      }
     });
   });
 }
 
 describe('engine specifics', () => {
-  test('postgres: a replica bootstrap init container from <name>-0.<name>-headless', () => {
+  test("postgres: the operator's instance.sh bootstraps every pod; the primary and identity come from the ConfigMap", () => {
     const s = sts(database('postgres', { replicas: 3 }));
     const init = podSpec(s).initContainers ?? [];
     assert.deepEqual(
       init.map((c) => c.name),
       ['bootstrap'],
     );
-    const env = Object.fromEntries((init[0]?.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
-    assert.equal(env.PRIMARY_HOST, 'orders-0.orders-headless');
-    assert.equal(env.PRIMARY_POD, 'orders-0');
-    assert.equal(env.PRIMARY_PORT, '5432');
-    assert.deepEqual(env.POD_NAME, { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } });
-    assert.deepEqual(init[0]?.command, ['sh', '/etc/opkit/replica-bootstrap.sh']);
-    assert.deepEqual(main(s).args, ['postgres', '-c', 'config_file=/etc/opkit/postgresql.conf']);
+    for (const c of [init[0], main(s)]) {
+      const env = Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
+      // Read when each container starts: a new record reaches the pods without a roll.
+      assert.deepEqual(env.PRIMARY_POD, {
+        configMapKeyRef: { name: 'orders-config', key: 'cluster-primary' },
+      });
+      assert.deepEqual(env.CLUSTER_SYSTEM_ID, {
+        configMapKeyRef: { name: 'orders-config', key: 'cluster-system-identifier' },
+      });
+      assert.equal(env.PRIMARY_HOST, '$(PRIMARY_POD).orders-headless');
+      assert.equal(env.PRIMARY_PORT, '5432');
+      assert.equal(env.PASSFILE, '/run/opkit/pgpass');
+      assert.deepEqual(env.POD_NAME, { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } });
+      // Defined before PRIMARY_HOST, which refers to it.
+      const names = (c?.env ?? []).map((e) => e.name);
+      assert.ok(names.indexOf('PRIMARY_POD') < names.indexOf('PRIMARY_HOST'));
+    }
+    assert.deepEqual(init[0]?.command, ['sh', '/etc/opkit/instance.sh', 'bootstrap']);
+    assert.deepEqual(main(s).command, ['sh', '/etc/opkit/instance.sh', 'start']);
+    assert.equal(main(s).args, undefined);
+    // The credentials sidecar: the Secret's verifiers and replication password only, read-only.
+    const sidecar = podSpec(s).containers.find((c) => c.name === 'credentials');
+    assert.deepEqual(sidecar?.command, ['sh', '/etc/opkit/credentials.sh']);
+    const secretVolume = podSpec(s).volumes?.find((v) => v.name === 'credentials')?.secret;
+    assert.equal(secretVolume?.secretName, 'orders-credentials');
+    assert.deepEqual(secretVolume?.items?.map((i) => i.key).sort(), [
+      'app-password-scram',
+      'app-username',
+      'replication-password',
+      'replication-password-scram',
+      'replication-username',
+    ]);
+    const run = podSpec(s).volumes?.find((v) => v.name === 'run');
+    assert.equal(run?.emptyDir?.medium, 'Memory', 'the passfile is never on a disk');
     assert.equal(podSpec(s).terminationGracePeriodSeconds, 60);
+  });
+
+  test('postgres: a new cluster record changes the ConfigMap but not the config hash (no roll)', () => {
+    const db = database('postgres', { replicas: 3 });
+    const fresh = configMap(db);
+    const recorded = configMap(db, { primary: 'orders-2', systemIdentifier: '7312345678901234567' });
+    assert.equal(fresh.data?.['cluster-primary'], 'orders-0');
+    assert.equal(fresh.data?.['cluster-system-identifier'], '');
+    assert.equal(recorded.data?.['cluster-primary'], 'orders-2');
+    assert.equal(recorded.data?.['cluster-system-identifier'], '7312345678901234567');
+    assert.equal(configHash(recorded), configHash(fresh));
+    assert.notEqual(configHash({ data: { ...fresh.data, 'health.sh': 'changed' } }), configHash(fresh));
   });
 
   test('postgres 18+ keeps data in /var/lib/postgresql/<major>/docker with the mount at /var/lib/postgresql', () => {

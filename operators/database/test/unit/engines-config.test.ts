@@ -4,7 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { configHash, configMap, withDefaults } from '../../src/controllers/database/desired/index.ts';
+import {
+  CLUSTER_KEYS,
+  configHash,
+  configMap,
+  withDefaults,
+} from '../../src/controllers/database/desired/index.ts';
 import {
   cnfValue,
   MYSQL_FILES,
@@ -40,7 +45,13 @@ describe('postgresql.conf', () => {
     assert.equal(effective(conf, 'port'), "'5432'");
     assert.equal(effective(conf, 'hba_file'), "'/etc/opkit/pg_hba.conf'");
     assert.equal(effective(conf, 'password_encryption'), "'scram-sha-256'");
-    assert.equal(effective(conf, 'wal_keep_size'), "'512MB'");
+    assert.equal(effective(conf, 'wal_keep_size'), "'128MB'");
+    // Replication slots keep WAL for the replicas, bounded (spec.parameters may change the bound).
+    assert.equal(effective(conf, 'max_slot_wal_keep_size'), "'1GB'");
+    const tuned = postgresConf(
+      withDefaults(database('postgres', { parameters: { max_slot_wal_keep_size: '256MB' } })),
+    );
+    assert.equal(effective(tuned, 'max_slot_wal_keep_size'), "'256MB'");
     assert.equal(effective(conf, 'shared_buffers'), undefined, 'the server default without a memory limit');
   });
 
@@ -84,25 +95,36 @@ describe('postgresql.conf', () => {
     assert.equal(pgQuote('a\\b'), "'a\\\\b'");
   });
 
-  test('pg_hba.conf: peer for the superuser locally, SCRAM for everything else, replication only for its user', () => {
-    const hba = pgHbaConf();
+  test('pg_hba.conf: the superuser only by the local socket, replication and the application user by SCRAM, nothing else', () => {
+    const hba = pgHbaConf({ appUser: 'app', appDatabase: 'shop' });
     const rules = hba
       .split('\n')
       .filter((l) => l && !l.startsWith('#'))
       .map((l) => l.split(/\s+/));
     assert.deepEqual(rules, [
-      ['local', 'all', 'postgres', 'peer'],
-      ['local', 'all', 'all', 'scram-sha-256'],
-      ['host', 'replication', 'replicator', 'all', 'scram-sha-256'],
-      ['host', 'all', 'all', 'all', 'scram-sha-256'],
+      ['local', 'all', '"postgres"', 'peer'],
+      ['host', 'all', '"postgres"', 'all', 'reject'],
+      ['host', 'replication', '"replicator"', 'all', 'scram-sha-256'],
+      ['host', 'postgres', '"replicator"', 'all', 'scram-sha-256'],
+      ['local', '"shop"', '"app"', 'scram-sha-256'],
+      ['host', '"shop"', '"app"', 'all', 'scram-sha-256'],
+      ['local', 'all', 'all', 'reject'],
+      ['host', 'all', 'all', 'all', 'reject'],
     ]);
     assert.doesNotMatch(hba, /trust|md5|password\b/);
+    assert.doesNotMatch(hba, /^host\s+all\s+all\s+all\s+scram/m);
+    // The Database's names, taken literally.
+    const cm = configMap(database('postgres', { username: 'all', databaseName: 'my"db' }));
+    assert.match(cm.data?.['pg_hba.conf'] ?? '', /^host\s+"my""db"\s+"all"\s+all\s+scram-sha-256$/m);
   });
 
   test('the ConfigMap carries the config files and scripts, and nothing secret', () => {
     const cm = configMap(database('postgres'));
     assert.equal(cm.metadata.name, 'orders-config');
-    assert.deepEqual(Object.keys(cm.data ?? {}).sort(), Object.values(POSTGRES_FILES).sort());
+    assert.deepEqual(
+      Object.keys(cm.data ?? {}).sort(),
+      [...Object.values(POSTGRES_FILES), ...Object.values(CLUSTER_KEYS)].sort(),
+    );
     assert.equal(cm.metadata.labels?.['app.kubernetes.io/component'], 'config');
   });
 });

@@ -1,24 +1,24 @@
 /**
  * The scripts the pods run, executed by a real POSIX shell (dash when installed) against stand-ins for
- * the engine's tools (mysql, docker-entrypoint.sh, pg_isready, pg_basebackup, psql) that record what they
- * were asked. This checks the shell logic, the SQL the scripts send, their idempotence and that no
+ * the engine's tools (mysql, docker-entrypoint.sh) that record what they were asked. This checks the shell logic, the SQL the scripts send, their idempotence and that no
  * password is ever in a process's arguments. MySQL itself cannot run on this machine (Debian ships
  * MariaDB, whose GTIDs are a different implementation), so the MySQL scripts are checked this way only;
- * the postgres scripts also run against real postgres in test/replication.
+ * the postgres scripts run against real postgres in test/replication (only their syntax is checked here).
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { configMap } from '../../src/controllers/database/desired/index.ts';
 import {
+  credentialsScript,
+  healthScript,
   initUsersScript,
+  instanceScript,
   MYSQL_FILES,
   POSTGRES_FILES,
-  primaryInitScript,
-  replicaBootstrapScript,
   replicationAgentScript,
   requiredEnv,
   startScript,
@@ -80,20 +80,6 @@ esac
 exit 0`,
   );
   fake('docker-entrypoint.sh', `for a in "$@"; do printf 'ARG %s\\n' "$a"; done`);
-  fake('pg_isready', `printf 'ISREADY %s\\n' "$*" >>"$FAKE_LOG"; exit "\${FAKE_READY:-0}"`);
-  // pg_basebackup: logs its arguments and whether it got the password by env; makes a data directory.
-  fake(
-    'pg_basebackup',
-    `printf 'BASEBACKUP %s\\n' "$*" >>"$FAKE_LOG"
-printf 'PGPASSWORD %s\\n' "\${PGPASSWORD:-}" >>"$FAKE_LOG"
-if [ -n "\${FAKE_FAIL:-}" ]; then exit 1; fi
-for a in "$@"; do case "$a" in --pgdata=*) dir=\${a#*=} ;; esac; done
-mkdir -p "$dir" && echo 16 >"$dir/PG_VERSION" && : >"$dir/standby.signal"`,
-  );
-  fake(
-    'psql',
-    `printf 'PSQL %s\\n' "$*" >>"$FAKE_LOG"; cat | while IFS= read -r l; do printf 'STDIN %s\\n' "$l" >>"$FAKE_LOG"; done`,
-  );
 });
 
 after(() => {
@@ -116,8 +102,9 @@ describe('every script', () => {
       'mysql/init-users.sh',
       'mysql/replication-agent.sh',
       'mysql/start.sh',
-      'postgres/primary-init.sh',
-      'postgres/replica-bootstrap.sh',
+      'postgres/credentials.sh',
+      'postgres/health.sh',
+      'postgres/instance.sh',
     ]);
     for (const [name, text] of shells) {
       assert.ok(text.startsWith('#!/bin/sh\n'), name);
@@ -326,103 +313,12 @@ describe('mysql replication-agent.sh', () => {
   });
 });
 
-describe('postgres replica-bootstrap.sh (stand-in tools; the real run is in test/replication)', () => {
-  const pgEnv = (pgdata: string) => ({
-    PGDATA: pgdata,
-    POD_NAME: 'orders-1',
-    PRIMARY_POD: 'orders-0',
-    PRIMARY_HOST: 'orders-0.orders-headless',
-    PRIMARY_PORT: '5432',
-    REPLICATION_USER: 'replicator',
-    REPLICATION_PASSWORD: 'secret-repl',
-  });
-
-  test('clones into a sibling directory with -R and moves it into place; the password only by env', () => {
-    const pgdata = join(tmp, 'pg1', 'data', 'pgdata');
-    mkdirSync(join(tmp, 'pg1', 'data'), { recursive: true });
-    const r = runScript(replicaBootstrapScript(), pgEnv(pgdata));
-    assert.equal(r.code, 0, r.stderr);
-    const [args] = entries(r.log, 'BASEBACKUP');
-    assert.equal(
-      args,
-      `--pgdata=${pgdata}.partial --write-recovery-conf --wal-method=stream --checkpoint=fast --no-password ` +
-        '--dbname=host=orders-0.orders-headless port=5432 user=replicator application_name=orders-1',
-    );
-    assert.deepEqual(entries(r.log, 'PGPASSWORD'), ['secret-repl']);
-    assert.ok(existsSync(join(pgdata, 'PG_VERSION')));
-    assert.equal(existsSync(`${pgdata}.partial`), false);
-    assert.equal(statSync(pgdata).mode & 0o777, 0o700);
-    noPasswordInArgs(r.log);
-  });
-
-  test('replaces an uninitialized directory and a leftover partial copy', () => {
-    const pgdata = join(tmp, 'pg2', 'pgdata');
-    mkdirSync(pgdata, { recursive: true });
-    writeFileSync(join(pgdata, 'junk'), 'x');
-    mkdirSync(`${pgdata}.partial`);
-    writeFileSync(join(`${pgdata}.partial`, 'half'), 'x');
-    const r = runScript(replicaBootstrapScript(), pgEnv(pgdata));
-    assert.equal(r.code, 0, r.stderr);
-    assert.equal(existsSync(join(pgdata, 'junk')), false);
-    assert.ok(existsSync(join(pgdata, 'PG_VERSION')));
-  });
-
-  test('a failed copy leaves no data directory that looks initialized', () => {
-    const pgdata = join(tmp, 'pg3', 'pgdata');
-    const r = runScript(replicaBootstrapScript(), { ...pgEnv(pgdata), FAKE_FAIL: '1' });
-    assert.notEqual(r.code, 0);
-    assert.equal(existsSync(join(pgdata, 'PG_VERSION')), false);
-  });
-
-  test('does nothing on the primary or on an initialized replica', () => {
-    const pgdata = join(tmp, 'pg4', 'pgdata');
-    const primary = runScript(replicaBootstrapScript(), { ...pgEnv(pgdata), POD_NAME: 'orders-0' });
-    assert.equal(primary.code, 0);
-    assert.equal(entries(primary.log, 'BASEBACKUP').length, 0);
-    mkdirSync(pgdata, { recursive: true });
-    writeFileSync(join(pgdata, 'PG_VERSION'), '16\n');
-    const again = runScript(replicaBootstrapScript(), pgEnv(pgdata));
-    assert.equal(again.code, 0);
-    assert.equal(entries(again.log, 'BASEBACKUP').length, 0);
-    assert.equal(entries(again.log, 'ISREADY').length, 0);
-  });
-
-  test('gives up after WAIT_SECONDS when the primary never becomes ready', () => {
-    const r = runScript(replicaBootstrapScript(), {
-      ...pgEnv(join(tmp, 'pg5')),
-      FAKE_READY: '2',
-      WAIT_SECONDS: '0',
-    });
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /not ready after 0s/);
-    assert.equal(entries(r.log, 'BASEBACKUP').length, 0);
-  });
-});
-
-describe('postgres primary-init.sh', () => {
-  test('passwords reach psql through the environment, never its arguments', () => {
-    const r = runScript(primaryInitScript(), {
-      APP_USER: 'app',
-      APP_PASSWORD: 'secret-app',
-      APP_DATABASE: 'app',
-      REPLICATION_USER: 'replicator',
-      REPLICATION_PASSWORD: 'secret-repl',
-    });
-    assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(entries(r.log, 'PSQL'), [
-      '-v ON_ERROR_STOP=1 --no-psqlrc --no-password --username postgres --dbname postgres',
-    ]);
-    const stdin = entries(r.log, 'STDIN').join('\n');
-    assert.match(stdin, /\\set app_password `printf '%s' "\$APP_PASSWORD"`/);
-    assert.ok(!stdin.includes('secret-app'));
-    assert.match(stdin, /ALTER ROLE %I WITH LOGIN REPLICATION/);
-    noPasswordInArgs(r.log);
-  });
-
+describe('the ConfigMap', () => {
   test('the ConfigMap carries exactly these scripts', () => {
     const pg = configMap(database('postgres')).data ?? {};
-    assert.equal(pg[POSTGRES_FILES.primaryInit], primaryInitScript());
-    assert.equal(pg[POSTGRES_FILES.replicaBootstrap], replicaBootstrapScript());
+    assert.equal(pg[POSTGRES_FILES.instance], instanceScript());
+    assert.equal(pg[POSTGRES_FILES.health], healthScript());
+    assert.equal(pg[POSTGRES_FILES.credentials], credentialsScript());
     const my = configMap(database('mysql')).data ?? {};
     assert.equal(my[MYSQL_FILES.start], startScript());
     assert.equal(my[MYSQL_FILES.initUsers], initUsersScript());

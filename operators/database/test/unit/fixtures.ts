@@ -1,7 +1,15 @@
 /** Databases and helpers shared by the unit tests. */
-import type { Secret } from '@opkit/runtime';
+import type { KubeObject, Resource, Secret } from '@opkit/runtime';
+import type { FakeClient } from '@opkit/runtime/testing';
 import type { Database, EngineName } from '../../src/api/v1/database.ts';
+import { LABEL_MANAGED_BY, MANAGED_BY } from '../../src/api/v1/database.ts';
 import { type RandomSource, SECRET_KEYS } from '../../src/controllers/database/desired/index.ts';
+import {
+  clientReader,
+  MANAGED_KINDS,
+  type Reader,
+  type Recorder,
+} from '../../src/controllers/database/index.ts';
 
 export function database(
   engine: EngineName,
@@ -56,4 +64,44 @@ export function allStrings(value: unknown, out: string[] = []): string[] {
   else if (Array.isArray(value)) for (const v of value) allStrings(v, out);
   else if (value && typeof value === 'object') for (const v of Object.values(value)) allStrings(v, out);
   return out;
+}
+
+export interface Recorded {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  note: string;
+  related?: { kind?: string; name?: string };
+}
+
+const ref = (o: KubeObject | undefined) => (o ? { kind: o.kind, name: o.metadata.name } : undefined);
+
+export class FakeRecorder implements Recorder {
+  readonly events: Recorded[] = [];
+  normal(_r: KubeObject, reason: string, _a: string, note: string, related?: KubeObject): void {
+    this.events.push({ type: 'Normal', reason, note, ...(related ? { related: ref(related) } : {}) });
+  }
+  warning(_r: KubeObject, reason: string, _a: string, note: string, related?: KubeObject): void {
+    this.events.push({ type: 'Warning', reason, note, ...(related ? { related: ref(related) } : {}) });
+  }
+}
+
+/**
+ * A Reader like the manager's cache: the child kinds (MANAGED_KINDS) only show objects labelled
+ * app.kubernetes.io/managed-by=opkit-database-operator; Databases are all visible.
+ */
+export function managedOnlyReader(client: FakeClient): Reader {
+  const inner = clientReader(client);
+  const filtered = (res: Resource) =>
+    MANAGED_KINDS.some((k) => k.group === res.group && k.plural === res.plural);
+  const visible = (res: Resource, o: KubeObject) =>
+    !filtered(res) || o.metadata.labels?.[LABEL_MANAGED_BY] === MANAGED_BY;
+  return {
+    async get<T extends KubeObject>(res: Resource<T>, key: { namespace?: string; name: string }) {
+      const o = await inner.get(res, key);
+      return o && visible(res, o) ? o : undefined;
+    },
+    async list<T extends KubeObject>(res: Resource<T>, opts: { namespace: string; labelSelector?: string }) {
+      return (await inner.list(res, opts)).filter((o) => visible(res, o));
+    },
+  };
 }

@@ -20,7 +20,6 @@ import {
   type Pod,
   PodDisruptionBudgets,
   Pods,
-  type Resource,
   type Secret,
   Secrets,
   Services,
@@ -29,61 +28,13 @@ import {
 } from '@opkit/runtime';
 import { FakeClient, internalError, invalidError } from '@opkit/runtime/testing';
 import { type Database, Databases, LABEL_MANAGED_BY, MANAGED_BY } from '../../src/api/v1/database.ts';
-import {
-  clientReader,
-  FINALIZER,
-  MANAGED_KINDS,
-  type Reader,
-  type ReconcilerDeps,
-  type Recorder,
-  reconcileDatabase,
-} from '../../src/controllers/database/index.ts';
-import { PASSWORD_KEYS } from './fixtures.ts';
+import { FINALIZER, type ReconcilerDeps, reconcileDatabase } from '../../src/controllers/database/index.ts';
+import { FakeRecorder, managedOnlyReader, PASSWORD_KEYS } from './fixtures.ts';
 
 const NS = 'ns';
 const NAME = 'production-db';
 const KEY = { namespace: NS, name: NAME };
 const NOW = () => new Date('2025-01-01T00:00:00Z');
-
-interface Recorded {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  note: string;
-  related?: { kind?: string; name?: string };
-}
-
-const ref = (o: KubeObject | undefined) => (o ? { kind: o.kind, name: o.metadata.name } : undefined);
-
-class FakeRecorder implements Recorder {
-  readonly events: Recorded[] = [];
-  normal(_r: KubeObject, reason: string, _a: string, note: string, related?: KubeObject): void {
-    this.events.push({ type: 'Normal', reason, note, ...(related ? { related: ref(related) } : {}) });
-  }
-  warning(_r: KubeObject, reason: string, _a: string, note: string, related?: KubeObject): void {
-    this.events.push({ type: 'Warning', reason, note, ...(related ? { related: ref(related) } : {}) });
-  }
-}
-
-/**
- * A Reader like the manager's cache: the child kinds (MANAGED_KINDS) only show objects labelled
- * app.kubernetes.io/managed-by=opkit-database-operator; Databases are all visible.
- */
-function managedOnlyReader(client: FakeClient): Reader {
-  const inner = clientReader(client);
-  const filtered = (res: Resource) =>
-    MANAGED_KINDS.some((k) => k.group === res.group && k.plural === res.plural);
-  const visible = (res: Resource, o: KubeObject) =>
-    !filtered(res) || o.metadata.labels?.[LABEL_MANAGED_BY] === MANAGED_BY;
-  return {
-    async get<T extends KubeObject>(res: Resource<T>, key: { namespace?: string; name: string }) {
-      const o = await inner.get(res, key);
-      return o && visible(res, o) ? o : undefined;
-    },
-    async list<T extends KubeObject>(res: Resource<T>, opts: { namespace: string; labelSelector?: string }) {
-      return (await inner.list(res, opts)).filter((o) => visible(res, o));
-    },
-  };
-}
 
 /** The labels that let the operator adopt an object without a controller (a retained Secret has them). */
 const OUR_LABELS = { [LABEL_MANAGED_BY]: MANAGED_BY, 'app.kubernetes.io/instance': NAME };
@@ -303,6 +254,22 @@ describe('reconcileDatabase', () => {
     assert.equal(again.metadata.resourceVersion, secret.metadata.resourceVersion);
     assert.deepEqual(again.data, secret.data);
     assert.ok(client.getStored(StatefulSets, KEY));
+  });
+
+  it('observedGeneration moves only when the spec was applied', async () => {
+    await client.create(Databases.resource, database());
+    await reconcile();
+    assert.equal(db().status?.observedGeneration, 1);
+    const edited = db();
+    await client.update(Databases.resource, { ...edited, spec: { ...edited.spec, replicas: 5 } });
+    assert.equal(db().metadata.generation, 2);
+    client.failNext('update', StatefulSets, internalError('etcd is having a bad day'));
+    await assert.rejects(reconcile(), /etcd is having a bad day/);
+    assert.equal(db().status?.observedGeneration, 1, 'the failed reconcile did not apply generation 2');
+    assert.equal((client.getStored(StatefulSets, KEY) as StatefulSet).spec?.replicas, 3);
+    await reconcile();
+    assert.equal(db().status?.observedGeneration, 2);
+    assert.equal((client.getStored(StatefulSets, KEY) as StatefulSet).spec?.replicas, 5);
   });
 
   it('an Invalid child is terminal: Warning event, status Failed with the message, TerminalError', async () => {

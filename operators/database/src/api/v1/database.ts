@@ -437,7 +437,22 @@ const status = s.object(
     phase: s.enum(PHASES, { description: 'Summary of the Database state.' }).optional(),
     replicas: s.integer({ format: 'int32', description: 'Instances that exist.' }).optional(),
     readyReplicas: s.integer({ format: 'int32', description: 'Instances that are ready.' }).optional(),
-    currentPrimary: s.string({ description: 'Name of the pod that is the primary.' }).optional(),
+    currentPrimary: s
+      .string({ description: 'Name of the pod that is the primary (the designated one, while it is ready).' })
+      .optional(),
+    targetPrimary: s
+      .string({
+        description:
+          'The pod the operator designated as the primary: recorded, never derived from ordinals (first <name>-0).',
+      })
+      .optional(),
+    systemIdentifier: s
+      .string({
+        description:
+          "postgres: the cluster's identity (PostgreSQL system identifier), recorded from the first primary's " +
+          'report. An empty volume of an initialized cluster is cloned, never initialized again.',
+      })
+      .optional(),
     endpoints: s
       .object(
         {
@@ -452,7 +467,12 @@ const status = s.object(
       .optional(),
     secretName: s.string({ description: 'Secret with the credentials and connection details.' }).optional(),
     observedGeneration: s
-      .integer({ format: 'int64', description: 'The generation the status describes.' })
+      .integer({
+        format: 'int64',
+        description:
+          'The generation whose spec the children reflect: a reconcile that failed before applying the spec ' +
+          'keeps the previous one (the conditions carry the generation they describe).',
+      })
       .optional(),
     conditions: s
       .conditions({ description: 'Ready, Progressing and Degraded (metav1.Condition).' })

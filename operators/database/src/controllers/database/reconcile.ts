@@ -18,7 +18,8 @@
  *   3. ConfigMap, 4. Services (headless, read-write; read-only only with replicas > 1),
  *   5. StatefulSet (spec changes applied; volumeClaimTemplates are immutable: a storage increase patches
  *      each PVC and then recreates the StatefulSet with orphan deletion, so pods and PVCs stay),
- *   6. PodDisruptionBudget (replicas > 1 only), 7. role labels on the pods (ordinal 0 primary),
+ *   6. PodDisruptionBudget (replicas > 1 only), 7. role labels on the pods (the designated primary:
+ *      status.targetPrimary for postgres, recorded with the system identifier from the pods' reports),
  *   8. status, from the real StatefulSet and pods.
  * Ownership (ownership.ts): every write is decided on the object as the API returns it. The cache only
  * shows objects labelled managed-by, so when it has nothing under a child's name the object is read from
@@ -95,10 +96,15 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
+import { DERIVED_SECRET_KEYS } from './desired/names.ts';
+import { engineFor } from './engines/index.ts';
+import type { ClusterObservation } from './engines/types.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
+
+const DERIVED: ReadonlySet<string> = new Set(Object.values(DERIVED_SECRET_KEYS));
 
 /** The label every object the operator manages carries: what the informers are restricted to. */
 export const MANAGED_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
@@ -181,6 +187,14 @@ export class CredentialsMissingError extends Error {
   }
 }
 
+/** spec.image cannot run spec.version: nothing is rolled out until the spec is fixed. */
+export class ImageVersionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ImageVersionError';
+  }
+}
+
 /** A child write the API refused; `terminal` when retrying cannot help. */
 class ChildError extends Error {
   readonly kind: string;
@@ -192,7 +206,10 @@ class ChildError extends Error {
   constructor(kind: string, childName: string, cause: unknown) {
     const message = cause instanceof Error ? cause.message : String(cause);
     // These name the object themselves.
-    const named = cause instanceof ObjectConflictError || cause instanceof CredentialsMissingError;
+    const named =
+      cause instanceof ObjectConflictError ||
+      cause instanceof CredentialsMissingError ||
+      cause instanceof ImageVersionError;
     super(named ? message : `${kind} ${childName}: ${message}`, { cause });
     this.name = 'ChildError';
     this.kind = kind;
@@ -203,17 +220,20 @@ class ChildError extends Error {
       cause instanceof AlreadyOwnedError ||
       cause instanceof InvalidOwnerError ||
       cause instanceof ObjectConflictError ||
-      cause instanceof CredentialsMissingError;
+      cause instanceof CredentialsMissingError ||
+      cause instanceof ImageVersionError;
     this.reason =
       cause instanceof CredentialsMissingError
         ? 'CredentialsMissing'
-        : cause instanceof AlreadyOwnedError ||
-            cause instanceof InvalidOwnerError ||
-            cause instanceof ObjectConflictError
-          ? `${kind}NotOwned`
-          : cause instanceof InvalidError || cause instanceof BadRequestError
-            ? `Invalid${kind}`
-            : `${kind}Failed`;
+        : cause instanceof ImageVersionError
+          ? 'ImageVersionMismatch'
+          : cause instanceof AlreadyOwnedError ||
+              cause instanceof InvalidOwnerError ||
+              cause instanceof ObjectConflictError
+            ? `${kind}NotOwned`
+            : cause instanceof InvalidError || cause instanceof BadRequestError
+              ? `Invalid${kind}`
+              : `${kind}Failed`;
     this.related =
       cause instanceof ObjectConflictError
         ? cause.object
@@ -269,6 +289,8 @@ class Run {
   recreating = false;
   pods: Pod[] = [];
   storage: StorageReport = emptyStorageReport();
+  /** The engine's cluster record and its instances' reports (postgres). */
+  cluster: ClusterObservation | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
@@ -464,6 +486,7 @@ class Run {
       const add = { ...(missing?.data ?? {}) };
       const addString = { ...(missing?.stringData ?? {}) };
       for (const k of Object.keys(existing.data ?? {})) {
+        if (DERIVED.has(k)) continue;
         delete add[k];
         delete addString[k];
       }
@@ -490,8 +513,22 @@ class Run {
       );
       const related = withTypeMeta(Secrets, existing);
       // Key names only: never a value.
-      if (keys.length > 0)
-        this.normal('Updated', 'Update', `Added missing keys to Secret ${name}: ${keys.join(', ')}`, related);
+      const added = keys.filter((k) => !DERIVED.has(k) || !existing.data?.[k]);
+      const refreshed = keys.filter((k) => DERIVED.has(k) && existing.data?.[k]);
+      if (added.length > 0)
+        this.normal(
+          'Updated',
+          'Update',
+          `Added missing keys to Secret ${name}: ${added.join(', ')}`,
+          related,
+        );
+      if (refreshed.length > 0)
+        this.normal(
+          'CredentialsChanged',
+          'Update',
+          `A password changed in Secret ${name}: updated ${refreshed.join(', ')}; the primary applies it`,
+          related,
+        );
       if (owners !== undefined) {
         this.normal(
           'Updated',
@@ -505,8 +542,22 @@ class Run {
     });
   }
 
+  /**
+   * The cluster record (designated primary, system identifier) from the recorded status and the pods'
+   * reports: it goes into the ConfigMap the pods read, the role labels and the status.
+   */
+  async observeCluster(): Promise<void> {
+    const engine = engineFor(this.spec.spec.engine);
+    if (!engine.observe) return;
+    this.pods = await this.deps.reader.list(Pods, {
+      namespace: this.ns,
+      labelSelector: selectorString(this.spec),
+    });
+    this.cluster = engine.observe(this.spec, this.db.status, this.pods);
+  }
+
   async config(): Promise<string> {
-    const desired = configMap(this.spec);
+    const desired = configMap(this.spec, this.cluster?.record);
     await this.ensure(ConfigMaps, desired);
     return configHash(desired);
   }
@@ -523,6 +574,10 @@ class Run {
   async statefulSetStep(hash: string): Promise<void> {
     const desired = this.own(statefulSet(this.spec, { configHash: hash }));
     const name = desired.metadata.name ?? '';
+    const imageProblem = engineFor(this.spec.spec.engine).imageProblem?.(this.spec);
+    if (imageProblem) {
+      await this.step('StatefulSet', name, () => Promise.reject(new ImageVersionError(imageProblem)));
+    }
     const live = await this.deps.reader.get(StatefulSets, { namespace: this.ns, name });
     if (live && isBeingDeleted(live)) {
       // Being deleted (orphan deletion while recreating it): it is recreated once it is gone.
@@ -655,7 +710,7 @@ class Run {
       labelSelector: selectorString(this.spec),
     });
     const changes = await this.step('Pod', stsName, () =>
-      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal),
+      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal, this.cluster?.record.primary),
     );
     if (changes.length > 0) {
       const byPod = new Map(changes.map((c) => [c.pod, c.to]));
@@ -778,6 +833,7 @@ export async function reconcileDatabase(
     // The children that do not depend on one another are written at once (a reconcile of a new
     // Database takes three round trips instead of eight); the StatefulSet only once the Secret and the
     // ConfigMap its pods mount exist, and never when either step failed.
+    await run.observeCluster();
     const [, hash] = await allInOrder([run.secret(), run.config(), run.services(), run.pdb()] as const);
     await run.statefulSetStep(hash);
     if (!run.recreating && run.storage.expanded.length === 0 && run.storage.failed.length === 0) {
@@ -796,6 +852,12 @@ export async function reconcileDatabase(
     }
   }
 
+  // A step failed before the spec was applied (the cluster's own failures come after applying it).
+  const stepFailed = failure ?? retry;
+  if (!failure && retry === undefined && run.cluster?.failure) {
+    failure = run.cluster.failure;
+    run.warning(failure.reason, 'Reconcile', failure.message);
+  }
   if (failure || retry !== undefined) await run.observe(stsName);
   const observed: Observed = {
     statefulSet: run.sts,
@@ -806,6 +868,8 @@ export async function reconcileDatabase(
     endpoints: endpoints(run.spec),
     selector: selectorString(run.spec),
     storage: run.storage,
+    applied: stepFailed === undefined,
+    ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };
   try {

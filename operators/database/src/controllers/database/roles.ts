@@ -1,6 +1,7 @@
 /**
  * Role labels on the database pods. The operator keeps `myapp.example.com/role` on every pod of a
- * Database: the pod with ordinal 0 is the primary, the others are replicas. The read-write Service
+ * Database: the designated primary (status.targetPrimary; `<name>-0` until the operator records another)
+ * is the primary, the others are replicas. The read-write Service
  * (`<name>`) selects the primary, the read-only Service (`<name>-ro`) the replicas, so these labels
  * decide where clients go. A pod is only patched when its label differs.
  */
@@ -16,9 +17,9 @@ export function podOrdinal(statefulSetName: string, podName: string | undefined)
   return /^(0|[1-9][0-9]*)$/.test(rest) ? Number(rest) : undefined;
 }
 
-/** Ordinal 0 is the primary (failover, which moves the primary, comes later). */
-export function roleOf(ordinal: number): Role {
-  return ordinal === 0 ? ROLE_PRIMARY : ROLE_REPLICA;
+/** The role of the pod with this ordinal: primary when it is the designated primary's (default ordinal 0). */
+export function roleOf(ordinal: number, primaryOrdinal = 0): Role {
+  return ordinal === primaryOrdinal ? ROLE_PRIMARY : ROLE_REPLICA;
 }
 
 export interface RoleChange {
@@ -27,14 +28,18 @@ export interface RoleChange {
   to: Role;
 }
 
-/** The pods whose role label must change (pure). Pods being deleted are left alone. */
-export function roleChanges(statefulSetName: string, pods: readonly Pod[]): RoleChange[] {
+/**
+ * The pods whose role label must change (pure). Pods being deleted are left alone. `primary`: the
+ * designated primary's pod name (default `<statefulset>-0`).
+ */
+export function roleChanges(statefulSetName: string, pods: readonly Pod[], primary?: string): RoleChange[] {
+  const primaryOrdinal = podOrdinal(statefulSetName, primary ?? `${statefulSetName}-0`) ?? 0;
   const changes: RoleChange[] = [];
   for (const pod of pods) {
     if (pod.metadata.deletionTimestamp) continue;
     const ordinal = podOrdinal(statefulSetName, pod.metadata.name);
     if (ordinal === undefined) continue;
-    const to = roleOf(ordinal);
+    const to = roleOf(ordinal, primaryOrdinal);
     const from = pod.metadata.labels?.[ROLE_LABEL];
     if (from !== to) changes.push({ pod: pod.metadata.name ?? '', from, to });
   }
@@ -51,8 +56,9 @@ export async function syncRoleLabels(
   statefulSetName: string,
   pods: readonly Pod[],
   signal?: AbortSignal,
+  primary?: string,
 ): Promise<RoleChange[]> {
-  const changes = roleChanges(statefulSetName, pods);
+  const changes = roleChanges(statefulSetName, pods, primary);
   const done: RoleChange[] = [];
   for (const change of changes) {
     const pod = pods.find((p) => p.metadata.name === change.pod);

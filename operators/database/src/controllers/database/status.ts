@@ -34,6 +34,7 @@ import {
   type DatabaseStatus,
   type Phase,
 } from '../../api/v1/database.ts';
+import type { ClusterObservation } from './engines/types.ts';
 import { podOrdinal } from './roles.ts';
 import type { StorageReport } from './storage.ts';
 
@@ -62,6 +63,13 @@ export interface Observed {
   selector?: string;
   storage?: StorageReport;
   failure?: Failure;
+  /** The engine's cluster record and the instances' reports (postgres): recorded in the status. */
+  cluster?: ClusterObservation;
+  /**
+   * false when the reconcile stopped before the spec was applied (a step failed): observedGeneration
+   * then keeps the generation last applied. Default true.
+   */
+  applied?: boolean;
 }
 
 export function isPodReady(pod: Pod): boolean {
@@ -84,7 +92,19 @@ interface PhaseDecision {
   message: string;
 }
 
+/** The phase decision, with the instances that refused to start named in its message. */
 function decidePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed): PhaseDecision {
+  const d = decideBasePhase(db, prev, o);
+  const problems = o.cluster?.problems ?? [];
+  if (problems.length === 0 || d.phase === 'Failed' || d.phase === 'Deleting') return d;
+  return {
+    ...d,
+    reason: d.phase === 'Running' ? d.reason : 'InstanceRefused',
+    message: `${d.message}; ${problems.map((p) => `${p.pod} refused to start (${p.reason}): ${p.message}`).join('; ')}`,
+  };
+}
+
+function decideBasePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed): PhaseDecision {
   const want = db.spec.replicas ?? 1;
   const sts = o.statefulSet;
   const st = sts?.status;
@@ -165,7 +185,10 @@ export function computeStatus(
   const st = o.statefulSet?.status;
   const generation = db.metadata.generation;
 
-  const primary = o.pods.find((p) => podOrdinal(o.statefulSetName, p.metadata.name) === 0);
+  const primaryName = o.cluster?.record.primary;
+  const primary = o.pods.find((p) =>
+    primaryName ? p.metadata.name === primaryName : podOrdinal(o.statefulSetName, p.metadata.name) === 0,
+  );
   const status: DatabaseStatus = { ...(prev ?? {}) } as DatabaseStatus;
   const set = (key: string, value: unknown): void => {
     const record = status as Record<string, unknown>;
@@ -176,10 +199,15 @@ export function computeStatus(
   set('replicas', st?.replicas ?? 0);
   set('readyReplicas', st?.readyReplicas ?? 0);
   set('currentPrimary', primary && isPodReady(primary) ? primary.metadata.name : undefined);
+  if (o.cluster) {
+    set('targetPrimary', o.cluster.record.primary);
+    set('systemIdentifier', o.cluster.record.systemIdentifier);
+  }
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);
   if (o.secretName !== undefined) set('secretName', o.secretName);
   if (o.selector !== undefined) set('selector', o.selector);
-  if (generation !== undefined) set('observedGeneration', generation);
+  // The generation whose spec the children reflect: only moves when this reconcile applied it.
+  if (generation !== undefined && o.applied !== false) set('observedGeneration', generation);
 
   const storage = o.storage;
   const storageFailed = storage && storage.failed.length > 0;

@@ -65,12 +65,34 @@ export const SECRET_KEYS = {
 
 export type SecretKey = (typeof SECRET_KEYS)[keyof typeof SECRET_KEYS];
 
+/**
+ * Keys the operator derives from the passwords (postgres: the SCRAM verifiers the pods apply with ALTER
+ * ROLE). Unlike the others, they are rewritten whenever the password they derive from changes.
+ */
+export const DERIVED_SECRET_KEYS = {
+  appPasswordScram: 'app-password-scram',
+  replicationPasswordScram: 'replication-password-scram',
+} as const;
+
+export type DerivedSecretKey = (typeof DERIVED_SECRET_KEYS)[keyof typeof DERIVED_SECRET_KEYS];
+
 /** The password keys: generated randomly, never regenerated. */
 export const PASSWORD_KEYS = [
   SECRET_KEYS.adminPassword,
   SECRET_KEYS.appPassword,
   SECRET_KEYS.replicationPassword,
 ] as const;
+
+/**
+ * Keys of the ConfigMap that carry the operator's record of the cluster (not configuration: they are
+ * left out of the config hash, and the pods read them as env when a container starts).
+ */
+export const CLUSTER_KEYS = {
+  primary: 'cluster-primary',
+  systemIdentifier: 'cluster-system-identifier',
+  /** The pods spec.replicas asks for, one per line: slots of other pods are dropped on the primary. */
+  instances: 'cluster-instances',
+} as const;
 
 /** Volume names in the pod template. */
 export const VOLUMES = {

@@ -64,6 +64,12 @@ function wantedValues(db: DefaultedDatabase, random: RandomSource): Record<Secre
 
 const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
 
+/** A key's plain value (data is base64; stringData, not yet merged by the API server, is plain). */
+function decode(secret: Secret, key: string): string {
+  const raw = secret.data?.[key];
+  return raw !== undefined ? Buffer.from(raw, 'base64').toString('utf8') : (secret.stringData?.[key] ?? '');
+}
+
 /** Whether the Secret holds the key (in data, or in stringData not yet merged by the API server). */
 function has(secret: Secret, key: string): boolean {
   return secret.data?.[key] !== undefined || secret.stringData?.[key] !== undefined;
@@ -71,7 +77,8 @@ function has(secret: Secret, key: string): boolean {
 
 /**
  * Without `existing`: the whole Secret (type Opaque, `data` base64, labels, no ownerReferences).
- * With `existing`: a Secret carrying only the missing keys, or undefined when none is missing.
+ * With `existing`: a Secret carrying only the missing keys and the derived keys whose value is out of
+ * date (DERIVED_SECRET_KEYS: a password changed), or undefined when there are none.
  */
 export function credentialsSecret(
   db: Database | DefaultedDatabase,
@@ -92,9 +99,19 @@ export function credentialsSecret(
   const names = childNames(d);
   const wanted = wantedValues(d, random);
   const data: Record<string, string> = {};
+  const plain: Record<string, string> = {};
   for (const [key, value] of Object.entries(wanted)) {
-    if (existing && has(existing, key)) continue;
-    data[key] = b64(value());
+    if (existing && has(existing, key)) {
+      plain[key] = decode(existing, key);
+      continue;
+    }
+    plain[key] = value();
+    data[key] = b64(plain[key]);
+  }
+  // Derived keys (postgres: SCRAM verifiers) follow the values they derive from.
+  const derived = engineFor(d.spec.engine).derivedSecretData?.(d, plain) ?? {};
+  for (const [key, value] of Object.entries(derived)) {
+    if (!existing || !has(existing, key) || decode(existing, key) !== value) data[key] = b64(value);
   }
   if (existing) {
     if (Object.keys(data).length === 0) return undefined;

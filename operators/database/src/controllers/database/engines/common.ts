@@ -1,11 +1,16 @@
 /** Helpers shared by the engine modules: env from the Secret, probes, SQL/shell quoting snippets. */
 import type { DefaultedDatabase } from '../../../api/v1/database.ts';
-import { childNames, type SecretKey } from '../desired/names.ts';
+import { childNames, type DerivedSecretKey, type SecretKey } from '../desired/names.ts';
 import type { EnvVar, Probe } from './types.ts';
 
 /** An env var read from the credentials Secret (never an inline value). */
-export function secretEnv(name: string, db: DefaultedDatabase, key: SecretKey): EnvVar {
+export function secretEnv(name: string, db: DefaultedDatabase, key: SecretKey | DerivedSecretKey): EnvVar {
   return { name, valueFrom: { secretKeyRef: { name: childNames(db).secret, key } } };
+}
+
+/** An env var from a key of the Database's ConfigMap, read when the container starts (no roll on change). */
+export function configEnv(name: string, db: DefaultedDatabase, key: string): EnvVar {
+  return { name, valueFrom: { configMapKeyRef: { name: childNames(db).configMap, key } } };
 }
 
 /** An env var from the pod's own metadata (downward API). */

@@ -1,31 +1,35 @@
 /**
- * PostgreSQL on the official image (postgres:<major>, Debian, uid/gid 999).
+ * PostgreSQL on the official image (postgres:<major>, Debian, uid/gid 999), bootstrapped by the
+ * operator's own scripts, not by the image's entrypoint (so any image holding the server binaries works).
  *
- * One cluster per Database: `<name>-0` starts as the primary, the other pods are hot standbys fed by
- * streaming replication.
- *   - The primary is initialized by the image's entrypoint (initdb with POSTGRES_USER/POSTGRES_PASSWORD),
- *     which then runs primaryInitScript() from /docker-entrypoint-initdb.d: the application user and
- *     database, and the replication user.
- *   - A replica's init container runs replicaBootstrapScript(): when its data directory is empty it
- *     clones the primary with `pg_basebackup -R` as the replication user, so the main container then
- *     finds a data directory with standby.signal and primary_conninfo and starts as a standby.
- *   - postgresql.conf and pg_hba.conf come from the ConfigMap (`-c config_file=`): WAL for replication,
- *     replication connections allowed from the pod network with SCRAM passwords.
- * Every script reads its inputs from the environment (credentials via secretKeyRef), so the same text
- * runs in the pod and, with other hosts, ports and paths, in the replication test on real postgres.
+ * One cluster per Database, one primary: the pod the operator designates (status.targetPrimary, first
+ * `<name>-0`); the other pods are hot standbys fed by streaming replication through a physical slot each.
+ *   - instance.sh (postgres/instance.ts) prepares the data directory in the init container and again
+ *     before the server starts: initdb for a brand-new Database only, a clone of the current primary for
+ *     an empty data directory, pg_rewind or a fresh clone for a replica that cannot follow, a refusal
+ *     for another cluster's data or an empty primary of an initialized cluster. It reports the outcome
+ *     and the system identifier in the container's termination message, which the operator records.
+ *   - health.sh (postgres/health.ts) is the readiness and liveness probes: a replica is ready while it
+ *     streams from the primary within a lag bound.
+ *   - postgresql.conf and pg_hba.conf come from the ConfigMap (`-c config_file=`).
+ * Every script reads its inputs from the environment (credentials via secretKeyRef, the operator's record
+ * via configMapKeyRef), so the same text runs in the pod and, with other hosts, ports and paths, in the
+ * replication test on real postgres.
  */
 import { type DefaultedDatabase, RESERVED_PARAMETERS } from '../../../api/v1/database.ts';
 import {
+  CLUSTER_KEYS,
   CONFIG_DIR,
   childNames,
-  INITDB_DIR,
+  DERIVED_SECRET_KEYS,
   initialPrimaryPod,
-  podHost,
+  podName,
   SECRET_KEYS,
   VOLUMES,
 } from '../desired/names.ts';
 import { MiB, parseQuantity } from '../desired/quantity.ts';
 import {
+  configEnv,
   execProbe,
   fieldEnv,
   LIVENESS_TIMING,
@@ -34,7 +38,21 @@ import {
   secretEnv,
   valueEnv,
 } from './common.ts';
-import type { DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
+import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
+import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
+import { observePostgres } from './postgres/identity.ts';
+import { postgresImageProblem } from './postgres/image.ts';
+import { instanceScript } from './postgres/instance.ts';
+import { roleVerifier } from './postgres/scram.ts';
+import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
+
+export * from './postgres/credentials.ts';
+export * from './postgres/health.ts';
+export * from './postgres/identity.ts';
+export * from './postgres/image.ts';
+export * from './postgres/instance.ts';
+export * from './postgres/report.ts';
+export * from './postgres/scram.ts';
 
 export const POSTGRES_PORT = 5432;
 export const POSTGRES_UID = 999;
@@ -48,11 +66,15 @@ export const POSTGRES_TERMINATION_GRACE = 60;
 export const POSTGRES_FILES = {
   conf: 'postgresql.conf',
   hba: 'pg_hba.conf',
-  primaryInit: 'primary-init.sh',
-  replicaBootstrap: 'replica-bootstrap.sh',
+  instance: 'instance.sh',
+  health: 'health.sh',
+  credentials: 'credentials.sh',
 } as const;
-/** Name of the primary init script inside /docker-entrypoint-initdb.d. */
-export const POSTGRES_INITDB_FILE = '10-opkit-init.sh';
+/** Where the credentials sidecar mounts the Secret (its verifiers and the replication password). */
+export const POSTGRES_CREDENTIALS_DIR = '/etc/opkit-credentials';
+/** The in-memory volume of the replication passfile (never on the data volume). */
+export const POSTGRES_RUN_DIR = '/run/opkit';
+export const POSTGRES_PASSFILE = `${POSTGRES_RUN_DIR}/pgpass`;
 
 /** The major version of a spec.version ('16' -> 16, '16.4' -> 16). */
 export function postgresMajor(version: string): number {
@@ -117,14 +139,20 @@ export function managedSettings(paths: PostgresPaths = POD_PATHS): [string, stri
   ];
 }
 
+/** max_slot_wal_keep_size: the most WAL the primary keeps for a replica that does not stream. */
+export const POSTGRES_SLOT_WAL_BOUND = '1GB';
+
 /** Defaults derived from the spec, which spec.parameters may override. */
 export function tunedSettings(db: DefaultedDatabase): [string, string][] {
   const out: [string, string][] = [
     ['password_encryption', 'scram-sha-256'],
-    // WAL kept for replicas that fall behind. No replication slots: a replica that is gone for good
-    // must not fill the primary's volume. Fixed rather than derived from spec.storage, so that growing
-    // the volume is not a configuration change that restarts the pods.
-    ['wal_keep_size', '512MB'],
+    // Each replica streams through a replication slot, which keeps the WAL it has not received yet,
+    // bounded: a replica gone for good must not fill the primary's volume. Past the bound its slot is
+    // invalidated and the replica is cloned again (instance.sh). Fixed, not derived from spec.storage,
+    // so growing the volume does not roll the pods; set spec.parameters for volumes under ~4Gi.
+    ['max_slot_wal_keep_size', POSTGRES_SLOT_WAL_BOUND],
+    // A little WAL beyond the slots, for pg_rewind of a former primary.
+    ['wal_keep_size', '128MB'],
     // Needed by pg_rewind, so a former primary can rejoin as a replica after a failover.
     ['wal_log_hints', 'on'],
   ];
@@ -171,24 +199,47 @@ export function postgresConf(db: DefaultedDatabase, paths: PostgresPaths = POD_P
   ].join('\n');
 }
 
+/** A name in pg_hba.conf: double-quoted, so that it is taken literally (never a keyword like `all`). */
+function hbaName(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** Who may connect to what, besides the superuser: the application user to its database. */
+export interface HbaUsers {
+  appUser: string;
+  appDatabase: string;
+  adminUser?: string;
+  replicationUser?: string;
+}
+
 /**
- * pg_hba.conf. The superuser connects locally by peer authentication (the probes and the init scripts,
- * running as the image's `postgres` OS user), everything else with a SCRAM password. Replication is
- * allowed only to the replication user, from the pod network (`all`: pod CIDRs are not known here).
+ * pg_hba.conf, first match wins:
+ *   - the superuser only through the local socket by peer authentication (the scripts and probes, as
+ *     the image's `postgres` OS user); over the network it is rejected whatever the password;
+ *   - the replication user, by SCRAM, for replication and for pg_rewind (the postgres database) only;
+ *   - the application user, by SCRAM, to its database only (locally or over the network);
+ *   - everything else rejected. No `host all all all`.
+ * `network`: where clients come from (`all`: pod CIDRs are not known here).
  */
-export function pgHbaConf(
-  adminUser = POSTGRES_ADMIN_USER,
-  replicationUser = POSTGRES_REPLICATION_USER,
-  network = 'all',
-): string {
+export function pgHbaConf(users: HbaUsers, network = 'all'): string {
+  const admin = users.adminUser ?? POSTGRES_ADMIN_USER;
+  const repl = users.replicationUser ?? POSTGRES_REPLICATION_USER;
+  const app = hbaName(users.appUser);
+  const appDb = hbaName(users.appDatabase);
   const rows: [string, string, string, string, string][] = [
     ['# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'],
-    ['local', 'all', adminUser, '', 'peer'],
-    ['local', 'all', 'all', '', 'scram-sha-256'],
-    ['host', 'replication', replicationUser, network, 'scram-sha-256'],
-    ['host', 'all', 'all', network, 'scram-sha-256'],
+    ['local', 'all', hbaName(admin), '', 'peer'],
+    ['host', 'all', hbaName(admin), network, 'reject'],
+    ['host', 'replication', hbaName(repl), network, 'scram-sha-256'],
+    // pg_rewind of a replica that diverged reads the primary's files through the postgres database.
+    ['host', 'postgres', hbaName(repl), network, 'scram-sha-256'],
+    ['local', appDb, app, '', 'scram-sha-256'],
+    ['host', appDb, app, network, 'scram-sha-256'],
+    ['local', 'all', 'all', '', 'reject'],
+    ['host', 'all', 'all', network, 'reject'],
   ];
-  const widths = [8, 13, Math.max(16, adminUser.length + 2, replicationUser.length + 2), 10];
+  const width = (i: number) => Math.max(...rows.map((r) => (r[i] ?? '').length)) + 2;
+  const widths = [width(0), width(1), width(2), width(3)];
   return [
     '# Rendered by opkit-database-operator.',
     ...rows.map((r) =>
@@ -201,97 +252,6 @@ export function pgHbaConf(
   ].join('\n');
 }
 
-/**
- * Runs on the primary when its data directory is initialized (from /docker-entrypoint-initdb.d, against
- * the entrypoint's socket-only temporary server): creates the application user, its database and the
- * replication user, with the passwords from the environment. psql reads the values with backquoted
- * `printf` (a shell builtin), so no password appears in a process's arguments, and quotes them with
- * format(%I, %L). Idempotent: creates what is missing, then (re)sets the passwords and ownership.
- * Env: APP_USER, APP_PASSWORD, APP_DATABASE, REPLICATION_USER, REPLICATION_PASSWORD; POSTGRES_USER;
- * PGHOST/PGPORT to reach another server (the test).
- */
-export function primaryInitScript(): string {
-  return `#!/bin/sh
-# opkit-database-operator: primary initialization (application and replication users).
-set -eu
-: "\${APP_USER:?}" "\${APP_PASSWORD:?}" "\${APP_DATABASE:?}" "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}"
-
-psql -v ON_ERROR_STOP=1 --no-psqlrc --no-password --username "\${POSTGRES_USER:-postgres}" --dbname postgres <<'EOSQL'
-\\set app_user \`printf '%s' "$APP_USER"\`
-\\set app_password \`printf '%s' "$APP_PASSWORD"\`
-\\set app_database \`printf '%s' "$APP_DATABASE"\`
-\\set replication_user \`printf '%s' "$REPLICATION_USER"\`
-\\set replication_password \`printf '%s' "$REPLICATION_PASSWORD"\`
-SELECT format('CREATE ROLE %I', :'app_user')
-  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'app_user') \\gexec
-SELECT format('ALTER ROLE %I WITH LOGIN NOSUPERUSER NOREPLICATION PASSWORD %L', :'app_user', :'app_password') \\gexec
-SELECT format('CREATE ROLE %I', :'replication_user')
-  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'replication_user') \\gexec
-SELECT format('ALTER ROLE %I WITH LOGIN REPLICATION NOSUPERUSER PASSWORD %L', :'replication_user', :'replication_password') \\gexec
-SELECT format('CREATE DATABASE %I OWNER %I', :'app_database', :'app_user')
-  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'app_database') \\gexec
-SELECT format('ALTER DATABASE %I OWNER TO %I', :'app_database', :'app_user') \\gexec
-\\connect :"app_database"
-SELECT format('ALTER SCHEMA public OWNER TO %I', :'app_user') \\gexec
-EOSQL
-`;
-}
-
-/**
- * The init container of every pod. On a replica whose data directory is empty it waits for the primary,
- * then clones it with `pg_basebackup -R` (WAL streamed during the copy, a fast checkpoint) as the
- * replication user into a sibling directory, and moves that into place only once complete, so a crash
- * mid-copy never leaves a data directory that looks initialized. -R writes standby.signal and
- * primary_conninfo (with application_name = the pod name, as pg_stat_replication shows it), so the main
- * container starts as a standby. On the primary, or when the data directory is already initialized, it
- * does nothing: safe on every restart.
- * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, REPLICATION_USER, REPLICATION_PASSWORD;
- * WAIT_SECONDS (how long to wait for the primary; default 600).
- */
-export function replicaBootstrapScript(): string {
-  return `#!/bin/sh
-# opkit-database-operator: replica bootstrap (pg_basebackup from the primary).
-set -eu
-: "\${PGDATA:?}" "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}"
-: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}"
-wait_seconds=\${WAIT_SECONDS:-600}
-
-log() { printf 'bootstrap: %s\\n' "$*" >&2; }
-
-if [ "$POD_NAME" = "$PRIMARY_POD" ]; then
-  log "$POD_NAME is the primary: nothing to do"
-  exit 0
-fi
-if [ -s "$PGDATA/PG_VERSION" ]; then
-  log "$PGDATA already holds a database: nothing to do"
-  exit 0
-fi
-
-waited=0
-until pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -d postgres; do
-  if [ "$waited" -ge "$wait_seconds" ]; then
-    log "the primary $PRIMARY_HOST:$PRIMARY_PORT is not ready after \${wait_seconds}s"
-    exit 1
-  fi
-  sleep 2
-  waited=$((waited + 2))
-done
-
-partial="$PGDATA.partial"
-rm -rf "$partial"
-log "cloning $PRIMARY_HOST:$PRIMARY_PORT into $PGDATA"
-PGPASSWORD="$REPLICATION_PASSWORD" pg_basebackup --pgdata="$partial" --write-recovery-conf \\
-  --wal-method=stream --checkpoint=fast --no-password \\
-  --dbname="host=$PRIMARY_HOST port=$PRIMARY_PORT user=$REPLICATION_USER application_name=$POD_NAME"
-chmod 0700 "$partial"
-if [ -e "$PGDATA" ]; then
-  rm -rf "$PGDATA"
-fi
-mv "$partial" "$PGDATA"
-log "done: $POD_NAME will start as a standby of $PRIMARY_HOST"
-`;
-}
-
 /** pg_isready over TCP: the server accepts connections. */
 function isReady(paths: Pick<PostgresPaths, 'port'>, adminUser: string): string[] {
   return ['pg_isready', '-q', '-h', '127.0.0.1', '-p', String(paths.port), '-U', adminUser, '-d', 'postgres'];
@@ -299,26 +259,21 @@ function isReady(paths: Pick<PostgresPaths, 'port'>, adminUser: string): string[
 
 /**
  * The probe commands.
- *   startup:   pg_isready over TCP. The entrypoint's temporary server during initialization listens on
- *              the socket only, so startup succeeds only once the real server runs.
- *   readiness: pg_isready over TCP, then a real query (`SELECT 1` through psql on the socket, peer
- *              authentication): the server answers queries, not just the port. No password is involved,
- *              so editing the Secret can never take every pod out of the Services.
- *   liveness:  pg_isready exit 0 (accepting) or 1 (rejecting: starting, recovering, stopping) both mean
- *              the server is alive; only no answer (2) restarts it. Long crash recoveries survive.
+ *   startup:   pg_isready over TCP: the server accepts connections (a standby once it is consistent).
+ *   readiness: health.sh ready: the primary out of recovery and answering; a replica streaming from
+ *              the current primary within the lag bound (health.ts).
+ *   liveness:  health.sh live: the server answers (starting and recovering count), and a replica does
+ *              not fail to stream while its primary is up (then the restart repairs it).
  */
 export function postgresProbeCommands(
-  paths: Pick<PostgresPaths, 'port' | 'socketDir'> = POD_PATHS,
+  paths: Pick<PostgresPaths, 'port' | 'configDir'> = POD_PATHS,
   adminUser = POSTGRES_ADMIN_USER,
 ): { startup: string[]; readiness: string[]; liveness: string[] } {
-  const ready = isReady(paths, adminUser).join(' ');
-  const query =
-    `psql -X -q -w -v ON_ERROR_STOP=1 -h ${paths.socketDir} -p ${paths.port} -U ${adminUser} ` +
-    `-d postgres -tAc 'SELECT 1' >/dev/null`;
+  const health = `${paths.configDir}/${POSTGRES_FILES.health}`;
   return {
     startup: isReady(paths, adminUser),
-    readiness: ['sh', '-c', `${ready} && ${query}`],
-    liveness: ['sh', '-c', `${ready}; [ $? -le 1 ]`],
+    readiness: ['sh', health, 'ready'],
+    liveness: ['sh', health, 'live'],
   };
 }
 
@@ -340,12 +295,29 @@ export function postgresPreStopCommand(): string[] {
   return ['sh', '-c', `pg_ctl stop -D "$PGDATA" -m fast -w -t ${POSTGRES_TERMINATION_GRACE - 10}`];
 }
 
-/** Credentials and identity, all from the Secret or the downward API. */
-function credentialEnv(db: DefaultedDatabase): EnvVar[] {
+/** Identity and the cluster record: the pod's name, and what the operator decided (the ConfigMap's cluster keys). */
+function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
   return [
+    valueEnv('PGDATA', layout.dataDir),
+    valueEnv('PG_MAJOR', postgresMajor(db.spec.version)),
+    valueEnv('PGHOST', POSTGRES_SOCKET_DIR),
+    valueEnv('PGPORT', POSTGRES_PORT),
+    valueEnv('CONFIG_FILE', `${CONFIG_DIR}/${POSTGRES_FILES.conf}`),
+    valueEnv('PASSFILE', POSTGRES_PASSFILE),
+    fieldEnv('POD_NAME', 'metadata.name'),
+    // Read when each container starts: a new record reaches the pods without rolling them.
+    configEnv('PRIMARY_POD', db, CLUSTER_KEYS.primary),
+    valueEnv('PRIMARY_HOST', `$(PRIMARY_POD).${childNames(db).headless}`),
+    valueEnv('PRIMARY_PORT', POSTGRES_PORT),
+    configEnv('CLUSTER_SYSTEM_ID', db, CLUSTER_KEYS.systemIdentifier),
+    secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     secretEnv('REPLICATION_USER', db, SECRET_KEYS.replicationUsername),
     secretEnv('REPLICATION_PASSWORD', db, SECRET_KEYS.replicationPassword),
-    fieldEnv('POD_NAME', 'metadata.name'),
+    // For initdb (a brand-new Database only).
+    secretEnv('APP_USER', db, SECRET_KEYS.appUsername),
+    secretEnv('APP_PASSWORD_SCRAM', db, DERIVED_SECRET_KEYS.appPasswordScram),
+    secretEnv('REPLICATION_PASSWORD_SCRAM', db, DERIVED_SECRET_KEYS.replicationPasswordScram),
+    secretEnv('APP_DATABASE', db, SECRET_KEYS.database),
   ];
 }
 
@@ -354,41 +326,30 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   const names = childNames(db);
   const dataMount = { name: VOLUMES.data, mountPath: layout.mountPath };
   const configMount = { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true };
+  const runMount = { name: 'run', mountPath: POSTGRES_RUN_DIR };
   const probes = postgresProbes();
+  const instance = `${CONFIG_DIR}/${POSTGRES_FILES.instance}`;
+  const env = instanceEnv(db, layout);
   const bootstrap = {
     name: 'bootstrap',
     image: ctx.image,
-    command: ['sh', `${CONFIG_DIR}/${POSTGRES_FILES.replicaBootstrap}`],
-    env: [
-      valueEnv('PGDATA', layout.dataDir),
-      valueEnv('PRIMARY_POD', initialPrimaryPod(db)),
-      valueEnv('PRIMARY_HOST', podHost(db, 0)),
-      valueEnv('PRIMARY_PORT', POSTGRES_PORT),
-      ...credentialEnv(db),
-    ],
-    volumeMounts: [dataMount, configMount],
+    command: ['sh', instance, 'bootstrap'],
+    env,
+    volumeMounts: [dataMount, configMount, runMount, { name: 'socket', mountPath: POSTGRES_SOCKET_DIR }],
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
   const server = {
     name: 'postgres',
     image: ctx.image,
-    args: ['postgres', '-c', `config_file=${CONFIG_DIR}/${POSTGRES_FILES.conf}`],
+    command: ['sh', instance, 'start'],
     ports: [{ name: 'postgres', containerPort: POSTGRES_PORT, protocol: 'TCP' }],
-    env: [
-      valueEnv('PGDATA', layout.dataDir),
-      secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
-      secretEnv('POSTGRES_PASSWORD', db, SECRET_KEYS.adminPassword),
-      valueEnv('POSTGRES_INITDB_ARGS', '--data-checksums'),
-      secretEnv('APP_USER', db, SECRET_KEYS.appUsername),
-      secretEnv('APP_PASSWORD', db, SECRET_KEYS.appPassword),
-      secretEnv('APP_DATABASE', db, SECRET_KEYS.database),
-      ...credentialEnv(db),
-    ],
+    env: [...env, valueEnv('MAX_LAG_BYTES', DEFAULT_MAX_LAG_BYTES)],
     volumeMounts: [
       dataMount,
       configMount,
-      { name: VOLUMES.initdb, mountPath: INITDB_DIR, readOnly: true },
+      runMount,
+      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
       { name: 'shm', mountPath: '/dev/shm' },
     ],
     startupProbe: probes.startup,
@@ -398,22 +359,85 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
+  // Applies password changes from the Secret (SCRAM verifiers) and keeps the passfile current.
+  const credentials = {
+    name: 'credentials',
+    image: ctx.image,
+    command: ['sh', `${CONFIG_DIR}/${POSTGRES_FILES.credentials}`],
+    env: [
+      valueEnv('PGHOST', POSTGRES_SOCKET_DIR),
+      valueEnv('PGPORT', POSTGRES_PORT),
+      valueEnv('PASSFILE', POSTGRES_PASSFILE),
+      valueEnv('CREDENTIALS_DIR', POSTGRES_CREDENTIALS_DIR),
+      // The ConfigMap volume (not env): the kubelet updates it in place when spec.replicas changes.
+      valueEnv('INSTANCES_FILE', `${CONFIG_DIR}/${CLUSTER_KEYS.instances}`),
+      secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
+    ],
+    volumeMounts: [
+      configMount,
+      runMount,
+      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+      { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
+    ],
+    resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
+    securityContext: ctx.securityContext,
+  };
   return {
     initContainers: [bootstrap],
-    containers: [server],
+    containers: [server, credentials],
     volumes: [
       { name: VOLUMES.config, configMap: { name: names.configMap, defaultMode: 0o444 } },
+      // Only the keys the sidecar needs; updated in place by the kubelet when the Secret changes.
       {
-        name: VOLUMES.initdb,
-        configMap: {
-          name: names.configMap,
-          items: [{ key: POSTGRES_FILES.primaryInit, path: POSTGRES_INITDB_FILE, mode: 0o555 }],
+        name: 'credentials',
+        secret: {
+          secretName: names.secret,
+          defaultMode: 0o440,
+          items: CREDENTIAL_FILES.map((key) => ({ key, path: key })),
         },
       },
+      // The replication passfile: in memory, written from the env at every start.
+      { name: 'run', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+      // The socket directory (the image's is only writable by its postgres user, not by any uid).
+      { name: 'socket', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       // Parallel queries use POSIX shared memory; a container's default /dev/shm is 64 MB.
       { name: 'shm', emptyDir: { medium: 'Memory' } },
     ],
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
+  };
+}
+
+/** The SCRAM verifiers of the application and replication users (what credentials.sh applies). */
+export function postgresVerifiers(
+  db: DefaultedDatabase,
+  plain: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const id = db.metadata.uid ?? `${db.metadata.namespace ?? ''}/${db.metadata.name ?? ''}`;
+  const out: Record<string, string> = {};
+  const pairs = [
+    [DERIVED_SECRET_KEYS.appPasswordScram, SECRET_KEYS.appUsername, SECRET_KEYS.appPassword],
+    [
+      DERIVED_SECRET_KEYS.replicationPasswordScram,
+      SECRET_KEYS.replicationUsername,
+      SECRET_KEYS.replicationPassword,
+    ],
+  ] as const;
+  for (const [key, user, password] of pairs) {
+    const u = plain[user];
+    const p = plain[password];
+    if (u && p) out[key] = roleVerifier(p, id, u);
+  }
+  return out;
+}
+
+/** The cluster record the pods read: the designated primary and the system identifier once known. */
+export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterRecord): Record<string, string> {
+  return {
+    [CLUSTER_KEYS.primary]: cluster?.primary ?? initialPrimaryPod(db),
+    [CLUSTER_KEYS.systemIdentifier]: cluster?.systemIdentifier ?? '',
+    [CLUSTER_KEYS.instances]: Array.from({ length: db.spec.replicas }, (_, i) => `${podName(db, i)}\n`).join(
+      '',
+    ),
   };
 }
 
@@ -427,11 +451,16 @@ export const postgres: Engine = {
   replicationUsername: POSTGRES_REPLICATION_USER,
   image: postgresImage,
   layout: postgresLayout,
-  configData: (db) => ({
+  configData: (db, cluster) => ({
     [POSTGRES_FILES.conf]: postgresConf(db),
-    [POSTGRES_FILES.hba]: pgHbaConf(),
-    [POSTGRES_FILES.primaryInit]: primaryInitScript(),
-    [POSTGRES_FILES.replicaBootstrap]: replicaBootstrapScript(),
+    [POSTGRES_FILES.hba]: pgHbaConf({ appUser: db.spec.username, appDatabase: db.spec.databaseName }),
+    [POSTGRES_FILES.instance]: instanceScript(),
+    [POSTGRES_FILES.health]: healthScript(),
+    [POSTGRES_FILES.credentials]: credentialsScript(),
+    ...postgresClusterData(db, cluster),
   }),
   pod: postgresPod,
+  observe: observePostgres,
+  imageProblem: (db) => postgresImageProblem(db.spec.image, db.spec.version),
+  derivedSecretData: postgresVerifiers,
 };

@@ -3,7 +3,7 @@
  * environment, probes, configuration files, scripts, replication wiring). The builders in desired/ put
  * these pieces into the StatefulSet and ConfigMap; they know nothing about either engine.
  */
-import type { StatefulSet } from '@opkit/runtime';
+import type { Pod, StatefulSet } from '@opkit/runtime';
 import type { DefaultedDatabase, EngineName } from '../../../api/v1/database.ts';
 
 type PodSpec = NonNullable<NonNullable<NonNullable<StatefulSet['spec']>['template']>['spec']>;
@@ -52,6 +52,39 @@ export interface EnginePod {
   terminationGracePeriodSeconds: number;
 }
 
+/**
+ * What the operator recorded about a cluster (status.targetPrimary, status.systemIdentifier), handed to
+ * the pods through the ConfigMap's cluster keys.
+ */
+export interface ClusterRecord {
+  /** The designated primary's pod name. */
+  primary: string;
+  /** The cluster's identity (PostgreSQL system identifier), once an instance reported it. */
+  systemIdentifier?: string;
+}
+
+/** What the operator recorded in the Database's status about its cluster. */
+export interface ClusterStatus {
+  targetPrimary?: string;
+  systemIdentifier?: string;
+}
+
+/** An instance that refused to start, as it reported it. */
+export interface InstanceProblem {
+  pod: string;
+  /** What it reported (e.g. foreign-data). */
+  reason: string;
+  message: string;
+}
+
+/** The record to keep and hand to the pods, and what the instances' reports say is wrong. */
+export interface ClusterObservation {
+  record: ClusterRecord;
+  problems: InstanceProblem[];
+  /** A failure retrying cannot fix (the data is gone): the Database goes Failed with this. */
+  failure?: { reason: string; message: string };
+}
+
 export interface Engine {
   readonly name: EngineName;
   /** The port clients and replicas connect to. */
@@ -69,6 +102,18 @@ export interface Engine {
   image(version: string): string;
   layout(version: string): DataLayout;
   /** The ConfigMap's data: configuration files and scripts. Never a secret value. */
-  configData(db: DefaultedDatabase): Record<string, string>;
+  configData(db: DefaultedDatabase, cluster?: ClusterRecord): Record<string, string>;
   pod(db: DefaultedDatabase, ctx: PodContext): EnginePod;
+  /**
+   * The cluster record from the previous one and the pods' reports. Engines without one (mysql) keep
+   * `<name>-0` as the primary.
+   */
+  observe?(db: DefaultedDatabase, prev: ClusterStatus | undefined, pods: readonly Pod[]): ClusterObservation;
+  /**
+   * Secret keys derived from the plain values (DERIVED_SECRET_KEYS), kept in step with them by the
+   * operator: postgres' SCRAM verifiers.
+   */
+  derivedSecretData?(db: DefaultedDatabase, plain: Readonly<Record<string, string>>): Record<string, string>;
+  /** Why spec.image cannot run spec.version (checked before the StatefulSet is written), if it cannot. */
+  imageProblem?(db: DefaultedDatabase): string | undefined;
 }

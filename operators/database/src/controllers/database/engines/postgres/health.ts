@@ -1,0 +1,87 @@
+/**
+ * health.sh: what the readiness and liveness probes run. Honest health: a replica is ready only while it
+ * streams from the current primary within a lag bound, not because it answers `SELECT 1`.
+ *   health.sh ready  primary (POD_NAME = PRIMARY_POD): out of recovery and answering queries;
+ *                    replica: in recovery, its WAL receiver streaming from PRIMARY_HOST, and the WAL
+ *                    the primary reported not replayed yet at most MAX_LAG_BYTES (default 64 MiB).
+ *   health.sh live   the server answers (pg_isready exit 0 or 1: accepting, or starting/recovering);
+ *                    a replica also fails when it does not stream while the primary is up (WAL removed,
+ *                    another timeline, another cluster): the kubelet restarts the container, whose
+ *                    `instance.sh start` repairs it (pg_rewind or a fresh clone).
+ * It prints why it fails: the kubelet puts that in the probe's event. Queries go over the local socket as
+ * the superuser (peer authentication), so no password is involved and editing the Secret can never take
+ * every pod out of the Services.
+ * Env: POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, PGHOST (the socket directory), PGPORT;
+ * POSTGRES_USER, MAX_LAG_BYTES.
+ */
+
+/** The default bound of a ready replica's replay lag. */
+export const DEFAULT_MAX_LAG_BYTES = 64 * 1024 * 1024;
+
+export function healthScript(): string {
+  return `#!/bin/sh
+# opkit-database-operator: readiness and liveness of a PostgreSQL instance.
+set -u
+mode=\${1:-ready}
+: "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${PGHOST:?}" "\${PGPORT:?}"
+max_lag=\${MAX_LAG_BYTES:-${DEFAULT_MAX_LAG_BYTES}}
+user=\${POSTGRES_USER:-postgres}
+
+pg_isready -q -h "$PGHOST" -p "$PGPORT" -U "$user" -d postgres
+alive=$?
+if [ "$mode" = live ] && [ "$alive" -gt 1 ]; then
+  echo "the server does not answer"
+  exit 1
+fi
+if [ "$mode" = ready ] && [ "$alive" -ne 0 ]; then
+  echo "the server does not accept connections"
+  exit 1
+fi
+[ "$alive" -eq 0 ] || exit 0
+
+state=$(psql -X -A -t -q -w -v ON_ERROR_STOP=1 -h "$PGHOST" -p "$PGPORT" -U "$user" -d postgres -F ' ' -c "
+  SELECT pg_is_in_recovery(),
+         coalesce((SELECT status FROM pg_stat_wal_receiver), 'none'),
+         coalesce((SELECT sender_host FROM pg_stat_wal_receiver), 'none'),
+         coalesce(pg_wal_lsn_diff((SELECT latest_end_lsn FROM pg_stat_wal_receiver), pg_last_wal_replay_lsn()), 0)::bigint")
+if [ $? -ne 0 ] || [ -z "$state" ]; then
+  if [ "$mode" = live ]; then exit 0; fi
+  echo "the server does not answer queries"
+  exit 1
+fi
+set -- $state
+recovery=$1 receiver=$2 sender=$3 lag=$4
+
+if [ "$POD_NAME" = "$PRIMARY_POD" ]; then
+  if [ "$recovery" = t ]; then
+    echo "$POD_NAME is the designated primary but is in recovery"
+    [ "$mode" = live ] && exit 0
+    exit 1
+  fi
+  exit 0
+fi
+
+if [ "$recovery" != t ]; then
+  echo "$POD_NAME is a replica but not in recovery (it acts as a primary)"
+  [ "$mode" = live ] && exit 0
+  exit 1
+fi
+if [ "$receiver" != streaming ] || [ "$sender" != "$PRIMARY_HOST" ]; then
+  if [ "$mode" = live ]; then
+    # Down, not a fault here: wait. Up and still not streaming: the container restarts and repairs.
+    if pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -d postgres; then
+      echo "not streaming from $PRIMARY_HOST although it is up (WAL receiver: $receiver)"
+      exit 1
+    fi
+    exit 0
+  fi
+  echo "not streaming from the primary $PRIMARY_HOST (WAL receiver: $receiver, from $sender)"
+  exit 1
+fi
+if [ "$mode" = ready ] && [ "$lag" -gt "$max_lag" ]; then
+  echo "replay lag $lag bytes exceeds $max_lag"
+  exit 1
+fi
+exit 0
+`;
+}

@@ -1,0 +1,257 @@
+/**
+ * instance.sh: the operator's own bootstrap of a PostgreSQL instance, not the image's entrypoint. The
+ * init container runs `instance.sh bootstrap`, the main container `instance.sh start` (the same checks,
+ * then `exec postgres`), so a restart of the server container repairs what the init container would.
+ *
+ * The decision, from the data directory and what the operator recorded (env from the ConfigMap's
+ * cluster keys: CLUSTER_SYSTEM_ID, PRIMARY_POD):
+ *   empty, the designated primary, brand-new Database (no system identifier recorded)  -> initdb
+ *   empty, the designated primary, initialized Database                                -> refuse
+ *       (never a new, empty primary over a cluster whose data is elsewhere)
+ *   empty, any other pod                                -> clone the current primary, whatever ordinals
+ *   a different system identifier than the recorded one                                -> refuse
+ *   a replica with data: pg_rewind when it was a primary or its timeline differs from the primary's
+ *       (a fresh clone when that fails); a fresh clone when its replication slot on the primary is
+ *       missing or lost its WAL (max_slot_wal_keep_size); otherwise it starts as it is
+ * A replica streams through a physical slot of its own (`opkit_<pod>`) with primary_conninfo and
+ * primary_slot_name on the server's command line: nothing with a password is written to the data
+ * directory (the replication password is in a passfile on an in-memory volume, written from the env).
+ *
+ * The outcome goes to the container's termination message (key=value lines, no secret), which the
+ * kubelet puts in the pod's status: that is how the operator learns the system identifier and refusals.
+ */
+import { initSql } from './init-sql.ts';
+
+/** The results the script reports; the refusals exit non-zero. */
+export const INSTANCE_RESULTS = {
+  initialized: 'initialized',
+  cloned: 'cloned',
+  existing: 'existing',
+  rewound: 'rewound',
+  recloned: 'recloned',
+  emptyPrimary: 'empty-primary',
+  foreign: 'foreign-data',
+  foreignPrimary: 'foreign-primary',
+  standbyAsPrimary: 'standby-as-primary',
+  imageVersion: 'image-version',
+  primaryUnreachable: 'primary-unreachable',
+} as const;
+export type InstanceResult = (typeof INSTANCE_RESULTS)[keyof typeof INSTANCE_RESULTS];
+
+/** The replication slot of a pod on the primary: `opkit_<pod>` with `-` and `.` as `_`. */
+export function slotName(pod: string): string {
+  return `opkit_${pod.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
+}
+
+/**
+ * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, CONFIG_FILE, PGHOST/PGPORT (its own
+ * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE; APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
+ * REPLICATION_PASSWORD_SCRAM (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
+ * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
+ */
+export function instanceScript(): string {
+  const R = INSTANCE_RESULTS;
+  return `#!/bin/sh
+# opkit-database-operator: a PostgreSQL instance.
+#   instance.sh bootstrap   prepare the data directory and report (the init container)
+#   instance.sh start       the same, then exec postgres (the server container)
+set -eu
+mode=\${1:-start}
+: "\${PGDATA:?}" "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${CONFIG_FILE:?}"
+: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}" "\${PASSFILE:?}"
+cluster_id=\${CLUSTER_SYSTEM_ID:-}
+wait_seconds=\${WAIT_SECONDS:-600}
+repair_wait_seconds=\${REPAIR_WAIT_SECONDS:-30}
+termination_log=\${TERMINATION_LOG:-/dev/termination-log}
+slot=$(printf 'opkit_%s' "$POD_NAME" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_' '_' | cut -c1-63)
+result=''
+
+log() { printf 'instance: %s\\n' "$*" >&2; }
+control() {
+  [ -s "$PGDATA/global/pg_control" ] || return 0
+  LC_ALL=C pg_controldata "$PGDATA" 2>/dev/null | sed -n "s/^$1: *//p"
+}
+local_id() { control 'Database system identifier'; }
+local_tli() { control "Latest checkpoint's TimeLineID"; }
+# The operator reads this: the container's termination message (no secret in it).
+report() {
+  {
+    printf 'result=%s\\n' "$1"
+    printf 'system-identifier=%s\\n' "$(local_id)"
+    printf 'timeline=%s\\n' "$(local_tli)"
+    if [ -n "\${2:-}" ]; then printf 'message=%s\\n' "$2"; fi
+  } >"$termination_log" 2>/dev/null || true
+}
+refuse() {
+  log "$2"
+  report "$1" "$2"
+  exit 1
+}
+
+# The replication password, for libpq only: a passfile (0600) on an in-memory volume.
+write_passfile() {
+  mkdir -p "$(dirname "$PASSFILE")"
+  old_umask=$(umask)
+  umask 077
+  escaped=$(printf '%s' "$REPLICATION_PASSWORD" | sed 's/[\\\\:]/\\\\&/g')
+  printf '*:*:*:%s:%s\\n' "$REPLICATION_USER" "$escaped" >"$PASSFILE"
+  umask "$old_umask"
+}
+conninfo() {
+  printf 'host=%s port=%s user=%s passfile=%s application_name=%s' \\
+    "$PRIMARY_HOST" "$PRIMARY_PORT" "$REPLICATION_USER" "$PASSFILE" "$POD_NAME"
+}
+# A replication command on the primary (IDENTIFY_SYSTEM, READ_REPLICATION_SLOT, DROP_REPLICATION_SLOT).
+repl() { psql -X -A -t -q -w -v ON_ERROR_STOP=1 -d "$(conninfo) dbname=replication replication=true" -c "$1"; }
+wait_primary() {
+  waited=0
+  until pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -d postgres; do
+    if [ "$waited" -ge "$1" ]; then return 1; fi
+    sleep 2
+    waited=$((waited + 2))
+  done
+}
+# Sets primary_id and primary_tli; refuses a primary of another cluster.
+identify_primary() {
+  ident=$(repl 'IDENTIFY_SYSTEM') || refuse ${R.primaryUnreachable} "IDENTIFY_SYSTEM on the primary $PRIMARY_HOST:$PRIMARY_PORT failed"
+  primary_id=\${ident%%|*}
+  rest=\${ident#*|}
+  primary_tli=\${rest%%|*}
+  if [ -n "$cluster_id" ] && [ "$primary_id" != "$cluster_id" ]; then
+    refuse ${R.foreignPrimary} "the primary $PRIMARY_POD serves system identifier $primary_id, not this Database's $cluster_id: refusing to clone or follow it"
+  fi
+}
+
+clone() {
+  partial="$PGDATA.partial"
+  rm -rf "$partial"
+  repl "DROP_REPLICATION_SLOT $slot" >/dev/null 2>&1 || true
+  log "cloning $PRIMARY_HOST:$PRIMARY_PORT into $PGDATA (replication slot $slot)"
+  pg_basebackup --pgdata="$partial" --wal-method=stream --checkpoint=fast --no-password \\
+    --create-slot --slot="$slot" --dbname="$(conninfo)"
+  touch "$partial/standby.signal"
+  chmod 0700 "$partial"
+  if [ -e "$PGDATA" ]; then rm -rf "$PGDATA"; fi
+  mv "$partial" "$PGDATA"
+}
+
+initialize() {
+  : "\${APP_USER:?}" "\${APP_PASSWORD_SCRAM:?}" "\${APP_DATABASE:?}" "\${REPLICATION_PASSWORD_SCRAM:?}"
+  partial="$PGDATA.partial"
+  rm -rf "$partial" "$partial.log"
+  log "initializing a new cluster in $PGDATA"
+  initdb --pgdata="$partial" --username="\${POSTGRES_USER:-postgres}" --auth=peer \\
+    --auth-host=scram-sha-256 --data-checksums --encoding=UTF8 --locale=C >/dev/null
+  # The application and replication users, against a server on the socket only.
+  pg_ctl start -D "$partial" -w -t 120 -s -l "$partial.log" \\
+    -o "-c config_file=$CONFIG_FILE -c listen_addresses=''" || { cat "$partial.log" >&2; exit 1; }
+  if ! create_users; then
+    pg_ctl stop -D "$partial" -m fast -w -s || true
+    exit 1
+  fi
+  pg_ctl stop -D "$partial" -m fast -w -s
+  rm -f "$partial.log"
+  chmod 0700 "$partial"
+  if [ -e "$PGDATA" ]; then rm -rf "$PGDATA"; fi
+  mv "$partial" "$PGDATA"
+}
+
+create_users() {
+${initSql()}
+}
+
+# A replica with data: rewind or clone again when it cannot follow the primary.
+repair() {
+  if ! wait_primary "$repair_wait_seconds"; then
+    log "the primary $PRIMARY_HOST:$PRIMARY_PORT is not ready: starting as a standby as it is"
+    result=${R.existing}
+    return 0
+  fi
+  identify_primary
+  id=$(local_id)
+  if [ "$primary_id" != "$id" ]; then
+    refuse ${R.foreign} "$PGDATA holds system identifier $id, the primary $PRIMARY_POD $primary_id: refusing to start. Move the data away or delete the volume of $POD_NAME so it is cloned again"
+  fi
+  tli=$(local_tli)
+  if [ ! -e "$PGDATA/standby.signal" ] || [ "$tli" != "$primary_tli" ]; then
+    log "timeline $tli here, $primary_tli on the primary (or a former primary): pg_rewind"
+    if pg_rewind --target-pgdata="$PGDATA" --source-server="$(conninfo) dbname=postgres" --progress >&2; then
+      touch "$PGDATA/standby.signal"
+      result=${R.rewound}
+    else
+      log "pg_rewind failed: cloning the primary again"
+      clone
+      result=${R.recloned}
+      return 0
+    fi
+  fi
+  restart_lsn=$(repl "READ_REPLICATION_SLOT $slot" | cut -d'|' -f2)
+  if [ -z "$restart_lsn" ]; then
+    log "replication slot $slot on the primary is missing or lost its WAL (max_slot_wal_keep_size): cloning the primary again"
+    clone
+    result=${R.recloned}
+    return 0
+  fi
+  touch "$PGDATA/standby.signal"
+  result=\${result:-${R.existing}}
+}
+
+# The image must hold the declared major version (spec.image is free-form), and so must the data.
+if [ -n "\${PG_MAJOR:-}" ]; then
+  server_major=$(postgres --version 2>/dev/null | awk '{ print $3 }' | cut -d. -f1)
+  if [ "$server_major" != "$PG_MAJOR" ]; then
+    refuse ${R.imageVersion} "the image runs PostgreSQL \${server_major:-(no postgres binary found)}, but spec.version is $PG_MAJOR: refusing to start. Set spec.image to a PostgreSQL $PG_MAJOR image"
+  fi
+  if [ -s "$PGDATA/PG_VERSION" ] && [ "$(cat "$PGDATA/PG_VERSION")" != "$PG_MAJOR" ]; then
+    refuse ${R.imageVersion} "$PGDATA holds PostgreSQL $(cat "$PGDATA/PG_VERSION") data, but spec.version is $PG_MAJOR: refusing to start (a major upgrade is not done in place)"
+  fi
+fi
+
+write_passfile
+if [ "$POD_NAME" = "$PRIMARY_POD" ]; then role=primary; else role=replica; fi
+if [ -s "$PGDATA/PG_VERSION" ] && [ -s "$PGDATA/global/pg_control" ]; then
+  id=$(local_id)
+  if [ -n "$cluster_id" ] && [ "$id" != "$cluster_id" ]; then
+    refuse ${R.foreign} "$PGDATA holds system identifier $id, this Database's is $cluster_id: refusing to start on another cluster's data. Move the data away or delete the volume of $POD_NAME"
+  fi
+  if [ "$role" = primary ]; then
+    if [ -e "$PGDATA/standby.signal" ]; then
+      refuse ${R.standbyAsPrimary} "$POD_NAME is the designated primary but holds a standby's data directory: refusing to start it as a standby of itself"
+    fi
+    result=${R.existing}
+  else
+    repair
+  fi
+else
+  if [ "$role" = primary ]; then
+    if [ -n "$cluster_id" ]; then
+      refuse ${R.emptyPrimary} "the data directory of $POD_NAME, the primary of cluster $cluster_id, is empty: refusing to initialize a new, empty primary in place of the cluster's data"
+    fi
+    initialize
+    result=${R.initialized}
+  else
+    if ! wait_primary "$wait_seconds"; then
+      refuse ${R.primaryUnreachable} "the primary $PRIMARY_HOST:$PRIMARY_PORT is not ready after \${wait_seconds}s"
+    fi
+    identify_primary
+    clone
+    result=${R.cloned}
+  fi
+fi
+
+# Settings only the command line carries: never a password in postgresql.auto.conf.
+auto="$PGDATA/postgresql.auto.conf"
+if [ -f "$auto" ] && grep -q -e '^primary_conninfo' -e '^primary_slot_name' "$auto"; then
+  grep -v -e '^primary_conninfo' -e '^primary_slot_name' "$auto" >"$auto.tmp" || true
+  mv "$auto.tmp" "$auto"
+fi
+report "$result"
+log "$POD_NAME ($role): $result"
+if [ "$mode" = bootstrap ]; then exit 0; fi
+if [ "$role" = replica ]; then
+  exec postgres -D "$PGDATA" -c "config_file=$CONFIG_FILE" -c "primary_conninfo=$(conninfo)" \\
+    -c "primary_slot_name=$slot"
+fi
+exec postgres -D "$PGDATA" -c "config_file=$CONFIG_FILE"
+`;
+}

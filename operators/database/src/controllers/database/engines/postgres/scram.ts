@@ -1,0 +1,30 @@
+/**
+ * SCRAM-SHA-256 verifiers, computed by the operator (RFC 5802 / RFC 7677, PostgreSQL's pg_authid
+ * format), so that a password change reaches the database as `ALTER ROLE ... PASSWORD '<verifier>'`:
+ * the plain text never goes into a SQL statement, so never into the server's statement log.
+ *
+ * The salt is derived (HMAC of the Database's uid and the role name, keyed by the password), so the same
+ * password gives the same verifier on every reconcile: the Secret only changes when a password does.
+ * It is unique per Database and role, which is what a salt is for.
+ */
+import { createHash, createHmac, pbkdf2Sync } from 'node:crypto';
+
+export const SCRAM_ITERATIONS = 4096;
+
+export function scramVerifier(password: string, salt: Buffer, iterations = SCRAM_ITERATIONS): string {
+  // PostgreSQL applies SASLprep; NFKC is its effect on the passwords the operator generates (ASCII).
+  const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  const storedKey = createHash('sha256').update(clientKey).digest();
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
+
+/** The verifier the operator stores for a role of a Database (deterministic, see above). */
+export function roleVerifier(password: string, databaseId: string, role: string): string {
+  const salt = createHmac('sha256', password)
+    .update(`opkit\0${databaseId}\0${role}`)
+    .digest()
+    .subarray(0, 16);
+  return scramVerifier(password, salt);
+}

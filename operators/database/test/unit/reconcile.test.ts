@@ -13,6 +13,7 @@ import { beforeEach, describe, it } from 'node:test';
 import {
   type Condition,
   ConfigMaps,
+  ConnectionError,
   isTerminalError,
   type KubeObject,
   type PersistentVolumeClaim,
@@ -238,6 +239,23 @@ describe('reconcileDatabase', () => {
     client.clearActions();
     await reconcile();
     assert.deepEqual(client.writes({ resource: Secrets }), []);
+  });
+
+  it('an unreachable API server is retried quietly: no Warning Event per reconcile (the controller logs once)', async () => {
+    await client.create(Databases.resource, database());
+    client.failNext(
+      'create',
+      StatefulSets,
+      new ConnectionError('connect ECONNREFUSED 127.0.0.1:6443', undefined),
+    );
+    await assert.rejects(reconcile(), /ECONNREFUSED/);
+    assert.deepEqual(
+      recorder.events.filter((e) => e.type === 'Warning'),
+      [],
+      'no Warning Event for a connection that could not be made',
+    );
+    await reconcile();
+    assert.ok(client.getStored(StatefulSets, KEY));
   });
 
   it('a reconcile that fails half-way regenerates nothing when retried', async () => {

@@ -2,6 +2,7 @@
  * Typed API errors, built from the metav1.Status the API server returns. Callers branch on the class
  * (`err instanceof NotFoundError`) or on `reason`, never on message text.
  */
+import { findCause } from '../util/errors.ts';
 
 export interface StatusCause {
   reason?: string;
@@ -71,6 +72,15 @@ export class ConnectionError extends Error {
     this.name = 'ConnectionError';
     this.cause = cause;
   }
+}
+
+/**
+ * True when `err` (or an error in its cause chain) says the API server could not be reached at all: no
+ * connection, a reset, a dead or timed-out connection. Retrying is the only thing to do, and an Event about
+ * it could not be written either; callers log such errors quietly instead of once per reconcile.
+ */
+export function isUnreachable(err: unknown): boolean {
+  return findCause(err, ConnectionError) !== undefined;
 }
 
 /**

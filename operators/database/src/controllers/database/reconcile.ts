@@ -47,6 +47,7 @@ import {
   InvalidOwnerError,
   isBeingDeleted,
   isControlledBy,
+  isUnreachable,
   type KubeObject,
   type Logger,
   NotFoundError,
@@ -848,7 +849,11 @@ export async function reconcileDatabase(
     } else {
       retry = err;
       const message = err instanceof Error ? err.message : String(err);
-      if (!signal?.aborted) run.warning('ReconcileError', 'Reconcile', message);
+      // An unreachable API server fails every reconcile alike until it is back: the controller logs that
+      // once; a Warning Event per reconcile could not be written anyway.
+      if (signal?.aborted) retry = err;
+      else if (isUnreachable(err)) run.log?.debug({ err }, 'API server unreachable, retrying');
+      else run.warning('ReconcileError', 'Reconcile', message);
     }
   }
 

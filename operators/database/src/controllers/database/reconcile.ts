@@ -851,9 +851,10 @@ export async function reconcileDatabase(
       const message = err instanceof Error ? err.message : String(err);
       // An unreachable API server fails every reconcile alike until it is back: the controller logs that
       // once; a Warning Event per reconcile could not be written anyway.
-      if (signal?.aborted) retry = err;
-      else if (isUnreachable(err)) run.log?.debug({ err }, 'API server unreachable, retrying');
-      else run.warning('ReconcileError', 'Reconcile', message);
+      if (!signal?.aborted) {
+        if (isUnreachable(err)) run.log?.debug({ err }, 'API server unreachable, retrying');
+        else run.warning('ReconcileError', 'Reconcile', message);
+      }
     }
   }
 

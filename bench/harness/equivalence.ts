@@ -2,7 +2,7 @@
  * The equivalence check: for the same input, every implementation must leave the same objects. Objects
  * are compared after removing what the API server sets (uid, resourceVersion, timestamps, managedFields,
  * cluster IPs, status of children) and what is random by design (password values: only their length and
- * alphabet are compared). The Databases' status is compared too, without timestamps.
+ * alphabet are compared; SCRAM verifiers, whose salt is random: only their mechanism and iteration count). The Databases' status is compared too, without timestamps.
  */
 import type { KubeObject } from './kube.ts';
 
@@ -22,6 +22,8 @@ function sortKeys(v: Json): Json {
 
 /** Generated passwords: long runs of letters and digits (a host name has dots, a user name is short). */
 const RANDOM = /^[A-Za-z0-9]{20,}$/;
+/** A SCRAM verifier as PostgreSQL stores it: mechanism$iterations:salt$StoredKey:ServerKey (random salt). */
+const SCRAM = /^(SCRAM-SHA-256)\$(\d+):[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
 export function normalize(kind: string, o: KubeObject): Json {
   const x = structuredClone(o) as unknown as { [k: string]: Json } & { metadata: { [k: string]: Json } };
@@ -57,6 +59,11 @@ export function normalize(kind: string, o: KubeObject): Json {
     const out: { [k: string]: string } = {};
     for (const [k, v] of Object.entries(decoded)) {
       let value = v;
+      const scram = SCRAM.exec(v);
+      if (scram) {
+        out[k] = `<${scram[1]} verifier, ${scram[2]} iterations>`;
+        continue;
+      }
       for (const [rk, rv] of randoms) {
         value = value === rv ? `<random ${rv.length} letters and digits>` : value.replaceAll(rv, `<${rk}>`);
       }

@@ -66,6 +66,23 @@ test('normalization drops server-set and random fields, keeps the rest', () => {
   assert.ok(r.childDiffs.length > 0);
 });
 
+test('SCRAM verifiers (random salt) compare by mechanism and iterations only', () => {
+  const secret = (verifier: string) =>
+    normalize('Secret', {
+      metadata: { name: 's' },
+      data: { scram: Buffer.from(verifier).toString('base64') },
+    });
+  const a = secret(
+    'SCRAM-SHA-256$4096:JpmspmTeMDWZJINjK620hw==$BrxsyuMZPb6l/vAi+bGN=:ijrI9X9lPH9F/vAikbGNjk=',
+  );
+  const b = secret(
+    'SCRAM-SHA-256$4096:1VrXfNZi415uZRmqfHOO9g==$8Ep2lRDxS0dwT0jKO+8P=:/AGJ/l37OjtwenSkEpg5A=',
+  );
+  assert.deepEqual(a, b);
+  assert.notDeepEqual(a, secret('SCRAM-SHA-256$1000:1VrXfNZi415uZRmqfHOO9g==$8Ep2lRDxS0dw=:/AGJ/l37Ojtwen='));
+  assert.notDeepEqual(a, secret('md5c4ca4238a0b923820dcc509a6f75849b'));
+});
+
 test('the report has ratios and a plot', () => {
   assert.equal(median([3, 1, 2]), 2);
   const metrics = [

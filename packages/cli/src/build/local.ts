@@ -44,7 +44,7 @@ function copyStep(state: StageState, sources: string[], dest: string, from: stri
       );
     if (statSync(path).isDirectory()) {
       mkdirSync(target, { recursive: true });
-      cpSync(path, target, { recursive: true });
+      cpSync(path, target, { recursive: true, verbatimSymlinks: true });
     } else {
       const file = intoDir ? join(target, basename(path)) : target;
       mkdirSync(join(file, '..'), { recursive: true });
@@ -96,7 +96,7 @@ export async function buildLocally(
         ? { root: join(work, `stage-${i}`), workdir: parent.workdir, config: { ...parent.config } }
         : { root: join(work, `stage-${i}`), workdir: '/', config: {} };
       mkdirSync(state.root, { recursive: true });
-      if (parent) cpSync(parent.root, state.root, { recursive: true });
+      if (parent) cpSync(parent.root, state.root, { recursive: true, verbatimSymlinks: true });
       else {
         const used = localBaseFor(stage.base, NODE_IMAGE);
         if (!used) {

@@ -20,7 +20,15 @@ export type Rollout =
   | { state: 'progressing'; progress: string }
   | { state: 'failed'; progress: string; reason: string; pod: string; container: string; message: string };
 
-export function judgeRollout(deployment: Deployment | undefined, pods: readonly Pod[]): Rollout {
+/**
+ * `image`: the image being deployed; only pods running it count for failures (the pods of an earlier
+ * rollout, e.g. one with an image that could not be pulled, are being replaced).
+ */
+export function judgeRollout(
+  deployment: Deployment | undefined,
+  pods: readonly Pod[],
+  image?: string,
+): Rollout {
   const want = deployment?.spec?.replicas ?? 1;
   const ready = deployment?.status?.readyReplicas ?? 0;
   const updated = deployment?.status?.updatedReplicas ?? 0;
@@ -32,6 +40,8 @@ export function judgeRollout(deployment: Deployment | undefined, pods: readonly 
   const progress = `${ready}/${want} ready, ${updated} updated${phases.length ? ` (${phases.join(', ')})` : ''}`;
   for (const pod of pods) {
     for (const c of pod.status?.containerStatuses ?? []) {
+      const spec = pod.spec?.containers.find((x) => x.name === c.name);
+      if (image !== undefined && spec?.image !== image) continue;
       const w = c.state?.waiting;
       if (w?.reason && (PULL_FAILURES.has(w.reason) || CRASH_FAILURES.has(w.reason))) {
         return {
@@ -87,7 +97,7 @@ export async function waitForRollout(
       .get(Deployments, { namespace: opts.namespace, name: opts.name })
       .catch(() => undefined);
     const pods = (await client.list(Pods, { namespace: opts.namespace, labelSelector: opts.selector })).items;
-    const r = judgeRollout(deployment, pods);
+    const r = judgeRollout(deployment, pods, opts.image);
     if (r.progress !== shown) {
       opts.io.err(`    ${opts.name}: ${r.progress}`);
       shown = r.progress;

@@ -122,6 +122,27 @@ describe('opkit build --load and deploy run the operator on a real node', {
     assert.doesNotMatch(app.stdout, /node_modules\/@opkit\/controlplane\//, 'production dependencies only');
   });
 
+  test('deploy of an image the node does not have fails early, naming the reason and the next step', async () => {
+    const r = await opkitProcess(dir, [
+      'deploy',
+      '--image',
+      'opkit.local/db-op:not-loaded',
+      '--kubeconfig',
+      kubeconfig,
+      '--timeout',
+      '600',
+    ]);
+    assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
+    assert.match(
+      r.stderr,
+      /error: the manager cannot start: pod db-op-controller-manager-\S+, container manager: (ErrImagePull|ImagePullBackOff)/,
+    );
+    assert.match(
+      r.stderr,
+      /next: nothing can be pulled here: build and load the image first \(opkit build --image opkit\.local\/db-op:not-loaded --load\)/,
+    );
+  });
+
   test('deploy waits until the manager pod is Ready on the real node', async () => {
     const r = await opkitProcess(dir, [
       'deploy',

@@ -214,7 +214,7 @@ describe('opkit workflow, from nothing to a deployed operator', { timeout: 900_0
     // The project's own generate script (the installed @opkit/cli) agrees with opkit generate.
     const generate = await run('npm', ['run', '--silent', 'generate', '--', '--check'], dir);
     expectOk('npm run generate -- --check', generate);
-    assert.match(generate.stdout, /config\/ is up to date \(Database; 2 RBAC rules\)/);
+    assert.match(generate.stdout, /config\/ is up to date \(Database; 3 RBAC rules\)/);
   });
 
   test("the project's own integration test (its helper starts a control plane) passes", async () => {

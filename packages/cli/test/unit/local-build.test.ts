@@ -113,9 +113,10 @@ describe('judgeRollout', () => {
       spec: { replicas: 1 },
       status: { observedGeneration: 1, readyReplicas: ready, updatedReplicas: 1 },
     }) as Deployment;
-  const pod = (waiting?: string): Pod =>
+  const pod = (waiting?: string, image = 'img:1'): Pod =>
     ({
       metadata: { name: 'm-1' },
+      spec: { containers: [{ name: 'manager', image }] },
       status: {
         phase: 'Pending',
         containerStatuses: [
@@ -123,6 +124,13 @@ describe('judgeRollout', () => {
         ],
       },
     }) as Pod;
+
+  test("an earlier rollout's pod failing to pull does not fail the new image's rollout", () => {
+    assert.equal(
+      judgeRollout(deployment(0), [pod('ImagePullBackOff', 'img:old')], 'img:1').state,
+      'progressing',
+    );
+  });
 
   test('ready when the observed generation has its replicas ready', () => {
     assert.equal(judgeRollout(deployment(1), [pod()]).state, 'ready');
@@ -132,7 +140,7 @@ describe('judgeRollout', () => {
 
   test('fails at once on an image that cannot be pulled or a crash loop', () => {
     for (const reason of ['ErrImageNeverPull', 'ImagePullBackOff', 'CrashLoopBackOff']) {
-      const r = judgeRollout(deployment(0), [pod(reason)]);
+      const r = judgeRollout(deployment(0), [pod(reason)], 'img:1');
       assert.equal(r.state, 'failed');
       assert.ok(r.state === 'failed' && r.reason === reason && r.pod === 'm-1' && r.container === 'manager');
     }

@@ -75,15 +75,16 @@ function runStep(state: StageState, command: string, line: string, env: NodeJS.P
   }
 }
 
-/** Builds the image `image` from the context's Dockerfile into `archive`. */
+/** Builds the image `image` from `dockerfile` and the `context` directory into `archive`. */
 export async function buildLocally(
   context: string,
+  dockerfile: string,
   image: string,
   archive: string,
   env: NodeJS.ProcessEnv,
   io: Io,
 ): Promise<LocalBuild> {
-  const stages: Stage[] = parseDockerfile(readFileSync(join(context, 'Dockerfile'), 'utf8'));
+  const stages: Stage[] = parseDockerfile(readFileSync(dockerfile, 'utf8'));
   const work = join(archive, '..', `.build-${process.pid}`);
   rmSync(work, { recursive: true, force: true });
   const states = new Map<string, StageState>();

@@ -120,6 +120,8 @@ export const buildCommand: Command = {
     engine: { type: 'string' },
     output: { type: 'string' },
     archive: { type: 'string' },
+    context: { type: 'string' },
+    file: { type: 'string' },
     load: { type: 'boolean' },
     cluster: { type: 'string' },
     'require-engine': { type: 'boolean' },
@@ -140,6 +142,8 @@ answers); without a working one it says so and leaves the context ready: exit co
 Flags:
   --image <img>         the image to build (default controller:latest, the placeholder of config/manager)
   --archive <file>      where opkit's builder writes the OCI archive (default .opkit/image.oci.tar)
+  --context <dir>       use this directory as the build context as it is (no preparation), e.g. a monorepo root
+  --file <Dockerfile>   with --context: the Dockerfile (default ./Dockerfile)
   --load                import the image into the real nodes of the local cluster (opkit cluster up --real-nodes 1)
   --cluster <name>      with --load: the local cluster's name (default opkit)
   --engine <engine>     build with docker, podman or buildah instead (machines that have one); any: the
@@ -150,6 +154,7 @@ Flags:
 Examples:
   opkit build --image opkit.local/database-operator:dev --load && opkit deploy --local --image opkit.local/database-operator:dev
   opkit build --image registry.example.com/database-operator:v0.1.0 --engine docker
+  opkit build --context ../.. --file Dockerfile --image opkit.local/database-operator:dev   # operators/database
   opkit build --image database-operator:dev --engine podman
   opkit build --output /tmp/ctx && docker build -t my-operator:dev /tmp/ctx   # on a machine with an engine`,
 
@@ -162,15 +167,28 @@ Examples:
         'e.g. opkit build --engine podman',
       );
     }
-    const out = resolve(ctx.cwd, str(values, 'output') ?? '.opkit/build-context');
-    step(ctx.io, `preparing the build context in ${relative(ctx.cwd, out) || out}`);
-    prepareBuildContext(ctx.cwd, out, ctx.io);
     const requireEngine = bool(values, 'require-engine', false);
+    const given = str(values, 'context');
+    if (given !== undefined && (wanted !== undefined || requireEngine))
+      throw new UsageError(
+        "--context works with opkit's builder",
+        `with an engine: ${wanted ?? 'docker'} build -f <Dockerfile> <context>`,
+      );
+    const out = resolve(ctx.cwd, given ?? str(values, 'output') ?? '.opkit/build-context');
+    if (given === undefined) {
+      step(ctx.io, `preparing the build context in ${relative(ctx.cwd, out) || out}`);
+      prepareBuildContext(ctx.cwd, out, ctx.io);
+    }
     if (wanted === undefined && !requireEngine) {
       const archive = resolve(ctx.cwd, str(values, 'archive') ?? '.opkit/image.oci.tar');
       step(ctx.io, `building ${image} from the Dockerfile with opkit's builder (no container engine)`);
-      const built = await buildLocally(out, image, archive, ctx.env, ctx.io);
-      const shownArchive = relative(ctx.cwd, archive) || archive;
+      const dockerfile = resolve(
+        ctx.cwd,
+        str(values, 'file') ?? (given === undefined ? join(out, 'Dockerfile') : 'Dockerfile'),
+      );
+      const built = await buildLocally(out, dockerfile, image, archive, ctx.env, ctx.io);
+      const rel = relative(ctx.cwd, archive);
+      const shownArchive = rel && !rel.startsWith('..') ? rel : archive;
       ctx.io.out(
         `built ${image} on ${built.base.used} (the local stand-in for ${built.base.named}: Debian + Node ${process.version}) into ${shownArchive}`,
       );

@@ -23,7 +23,7 @@ import {
 } from '@opkit/runtime';
 import { eventually } from '@opkit/runtime/testing';
 import { parse } from 'yaml';
-import { opkitProcess, read, scaffold, tempDir } from '../helpers.ts';
+import { opkitProcess, REPO_ROOT, read, scaffold, tempDir } from '../helpers.ts';
 
 type Database = KubeObject & { spec: { size?: number }; status?: { conditions?: Condition[] } };
 const Databases = defineResource<Database>({
@@ -163,8 +163,12 @@ describe('opkit build --load and deploy run the operator on a real node', {
       namespace: NS,
       labelSelector: 'control-plane=controller-manager',
     });
-    assert.equal(pods.items.length, 1);
-    const pod = pods.items[0]!;
+    // The pod of the earlier rollout (the image that was not loaded) may still be terminating.
+    const current = pods.items.filter(
+      (p) => p.spec!.containers[0]!.image === IMAGE && !p.metadata.deletionTimestamp,
+    );
+    assert.equal(current.length, 1, `one manager pod runs ${IMAGE}`);
+    const pod = current[0]!;
     const node = kubectl(
       'get',
       'node',
@@ -207,5 +211,44 @@ describe('opkit build --load and deploy run the operator on a real node', {
         (await gone(client!.get(ClusterRoles, { name: 'db-op-manager-role' }))),
       { timeoutMs: 180_000, intervalMs: 1000 },
     );
+  });
+
+  test("build --context: the Database operator's own Dockerfile from the repository root (npm ci --workspace)", async () => {
+    const archive = join(tmp.dir, 'database-operator.oci.tar');
+    const r = await opkitProcess(join(REPO_ROOT, 'operators/database'), [
+      'build',
+      '--context',
+      '../..',
+      '--file',
+      'Dockerfile',
+      '--image',
+      'opkit.local/database-operator:dev',
+      '--archive',
+      archive,
+    ]);
+    expectOk('build --context', r);
+    assert.match(r.stdout, /on opkit\.local\/node:24 \(the local stand-in for node:24-bookworm-slim/);
+    const work = join(tmp.dir, 'db-image');
+    mkdirSync(work);
+    spawnSync('tar', ['-C', work, '-xf', archive]);
+    const blob = (d: string) => join(work, 'blobs/sha256', d.slice(7));
+    const index = JSON.parse(readFileSync(join(work, 'index.json'), 'utf8'));
+    const manifest = JSON.parse(readFileSync(blob(index.manifests[0].digest), 'utf8'));
+    const config = JSON.parse(readFileSync(blob(manifest.config.digest), 'utf8')).config;
+    assert.equal(config.User, '65532:65532');
+    assert.equal(config.WorkingDir, '/app/operators/database');
+    assert.deepEqual(config.Cmd, [
+      '--leader-elect',
+      '--metrics-bind-address=:8080',
+      '--health-probe-bind-address=:8081',
+    ]);
+    assert.deepEqual(Object.keys(config.ExposedPorts).sort(), ['8080/tcp', '8081/tcp']);
+    const app = spawnSync('tar', ['-tvf', blob(manifest.layers[1].digest)], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 28,
+    });
+    assert.match(app.stdout, /\.\/app\/operators\/database\/src\/main\.ts$/m);
+    assert.match(app.stdout, /\.\/app\/node_modules\/@opkit\/runtime -> \.\.\/\.\.\/packages\/runtime$/m);
+    assert.match(app.stdout, /\.\/app\/packages\/runtime\/src\/index\.ts$/m);
   });
 });

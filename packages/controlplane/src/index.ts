@@ -8,8 +8,10 @@ export {
 } from './cluster/commands.ts';
 export type { ClusterState } from './cluster/state.ts';
 export { type ControlPlane, type Mode, type StartOptions, start } from './controlplane.ts';
-export { ensureImage, ImageBuildError } from './images/build.ts';
-export { MARIADB_IMAGE, PAUSE_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from './images/recipes.ts';
+export { ensureImage, ImageBuildError, nodePackageBinary } from './images/build.ts';
+export { mergeImageConfig, writeDerivedImage } from './images/derive.ts';
+export type { ImageConfig } from './images/oci.ts';
+export { MARIADB_IMAGE, NODE_IMAGE, PAUSE_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from './images/recipes.ts';
 export {
   findInstallation,
   findNodeInstallation,

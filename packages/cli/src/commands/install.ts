@@ -1,6 +1,7 @@
 /** opkit install / uninstall: the project's CRDs into / out of the cluster. */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { RestClient } from '@opkit/runtime';
 import { CliError } from '../errors.ts';
 import { projectFiles } from '../generate/load.ts';
 import { step } from '../io.ts';
@@ -28,12 +29,12 @@ export function readCrds(dir: string): KubeObject[] {
 async function withCluster(
   ctx: CommandContext,
   globals: Parameters<typeof resolveTarget>[0],
-  action: (a: Applier, server: string) => Promise<void>,
+  action: (a: Applier, server: string, client: RestClient) => Promise<void>,
 ) {
   const target = resolveTarget(globals, ctx.io, ctx.env);
   const client = connect(target);
   try {
-    await action(new Applier(client, ctx.io), client.config.server);
+    await action(new Applier(client, ctx.io), client.config.server, client);
   } catch (err) {
     kubeError(err, client.config.server);
   } finally {

@@ -99,7 +99,8 @@ export function dockerignore(): string {
 export function dockerfile(p: Project): string {
   return `# ${p.projectName}: the operator image (Node 24, non-root, no build step: Node runs the TypeScript).
 # Build it with \`opkit build --image <img>\`: that prepares a self-contained build context in
-# .opkit/build-context (the @opkit packages packed into vendor/) and runs docker, podman or buildah.
+# .opkit/build-context (the @opkit packages packed into vendor/) and follows these steps without a container
+# engine, on opkit.local/node:24 (a local stand-in for node:24-slim); \`--engine docker\` builds it with docker.
 FROM node:24-slim AS deps
 WORKDIR /app
 COPY package.json ./
@@ -136,6 +137,20 @@ npm run dev            # generate config/, install the CRDs into that cluster an
 
 Then, in another terminal: \`kubectl --kubeconfig "$(npx opkit cluster kubeconfig)" apply -k config/samples\`.
 
+## Run it in the cluster
+
+The manager as a pod, with its ServiceAccount and exactly its generated RBAC (as root: real nodes run real
+containers; no registry or container engine is needed):
+
+\`\`\`sh
+npx opkit cluster up --real-nodes 1                              # a local cluster with a real node
+npx opkit build --image opkit.local/${p.projectName}:dev --load   # the image, imported into that node
+npx opkit deploy --local --image opkit.local/${p.projectName}:dev # CRDs, RBAC, manager; waits until Ready
+kubectl --kubeconfig "$(npx opkit cluster kubeconfig)" apply -k config/samples
+kubectl --kubeconfig "$(npx opkit cluster kubeconfig)" -n ${p.projectName}-system logs deploy/${p.projectName}-controller-manager
+npx opkit undeploy --local                                       # removes everything deploy applied
+\`\`\`
+
 ## Develop
 
 | command | what it does |
@@ -145,7 +160,7 @@ Then, in another terminal: \`kubectl --kubeconfig "$(npx opkit cluster kubeconfi
 | \`npm run typecheck\` / \`npm test\` | type-check; unit tests (FakeClient, no cluster) |
 | \`npm run test:integration\` | tests against a real kube-apiserver started by @opkit/controlplane |
 | \`npx opkit install\` / \`npx opkit run\` | CRDs into the current kubeconfig context; the operator on this machine |
-| \`npx opkit build --image <img>\` | the container image (docker, podman or buildah) |
+| \`npx opkit build --image <img> [--load]\` | the container image, without an engine (\`--engine docker\`: with one) |
 | \`npx opkit deploy --image <img>\` | the CRDs, RBAC and manager Deployment into the cluster (\`undeploy\` removes them) |
 
 ## Layout

@@ -6,13 +6,14 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatElapsed } from '../install/install.ts';
 import { withLock } from '../install/lock.ts';
 import { cacheRoot } from '../install/paths.ts';
 import { writeOciArchive } from './oci.ts';
-import { type ImageRecipe, RECIPES } from './recipes.ts';
+import { type ImageRecipe, RECIPES, shellQuote } from './recipes.ts';
 
 export class ImageBuildError extends Error {
   readonly hint: string;
@@ -56,6 +57,21 @@ function debianSuite(): string {
   return codename;
 }
 
+/** The Node binary of the npm `node` package (the one the repository's scripts run) and its version. */
+export function nodePackageBinary(): { path: string; version: string } {
+  let pkgJson: string;
+  try {
+    pkgJson = createRequire(import.meta.url).resolve('node/package.json');
+  } catch {
+    throw new ImageBuildError(
+      'the npm package `node` is not installed: opkit.local/node:24 takes its Node binary from it',
+      'run npm install at the repository root (the root package.json depends on node)',
+    );
+  }
+  const { version } = JSON.parse(readFileSync(pkgJson, 'utf8')) as { version: string };
+  return { path: join(dirname(pkgJson), 'bin', 'node'), version };
+}
+
 export function imageKey(recipe: ImageRecipe): string {
   const hash = createHash('sha256').update(JSON.stringify(recipe));
   if (recipe.kind === 'pause') hash.update(readFileSync(PAUSE_SOURCE));
@@ -63,6 +79,7 @@ export function imageKey(recipe: ImageRecipe): string {
     hash.update(debianSuite());
     for (const f of aptSourceFiles()) hash.update(readFileSync(f));
   }
+  if (recipe.nodeBinary) hash.update(nodePackageBinary().version);
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -126,6 +143,10 @@ async function buildDebianRootfs(recipe: ImageRecipe, rootfs: string) {
   if (recipe.include?.length) args.push(`--include=${recipe.include.join(',')}`);
   if (recipe.essentialHook) args.push(`--essential-hook=${recipe.essentialHook}`);
   if (recipe.customizeHook) args.push(`--customize-hook=${recipe.customizeHook}`);
+  if (recipe.nodeBinary) {
+    const node = nodePackageBinary().path;
+    args.push(`--customize-hook=install -D -m 755 ${shellQuote(node)} "$1/usr/local/bin/node"`);
+  }
   const sources = aptSourceFiles();
   if (sources.length === 0) {
     throw new ImageBuildError(

@@ -42,7 +42,12 @@ export function ociArch(arch: string = process.arch): string {
 }
 
 /** The image config: the container defaults and the rootfs diff ids (uncompressed layer = its digest). */
-export function imageConfigJson(config: ImageConfig, layerDigest: string, arch = ociArch()): string {
+export function imageConfigJson(
+  config: ImageConfig,
+  layerDigests: string | string[],
+  arch = ociArch(),
+): string {
+  const diffIds = typeof layerDigests === 'string' ? [layerDigests] : layerDigests;
   const set = (list?: string[]) => (list ? Object.fromEntries(list.map((k) => [k, {}])) : undefined);
   return JSON.stringify({
     architecture: arch,
@@ -58,13 +63,14 @@ export function imageConfigJson(config: ImageConfig, layerDigest: string, arch =
       ExposedPorts: set(config.exposedPorts),
       Volumes: set(config.volumes),
     },
-    rootfs: { type: 'layers', diff_ids: [layerDigest] },
-    history: [{ created: '1970-01-01T00:00:00Z', created_by: 'opkit image build' }],
+    rootfs: { type: 'layers', diff_ids: diffIds },
+    history: diffIds.map(() => ({ created: '1970-01-01T00:00:00Z', created_by: 'opkit image build' })),
   });
 }
 
-export function manifestJson(config: Descriptor, layer: Descriptor): string {
-  return JSON.stringify({ schemaVersion: 2, mediaType: MEDIA.manifest, config, layers: [layer] });
+export function manifestJson(config: Descriptor, layers: Descriptor | Descriptor[]): string {
+  const list = Array.isArray(layers) ? layers : [layers];
+  return JSON.stringify({ schemaVersion: 2, mediaType: MEDIA.manifest, config, layers: list });
 }
 
 /** `name` is the full reference (opkit.local/shell:1); containerd reads io.containerd.image.name. */
@@ -90,11 +96,11 @@ async function fileDigest(path: string): Promise<string> {
 }
 
 /**
- * Turns a rootfs tar into an OCI archive at `out` (the tar is moved into the layout, not copied).
- * `work` is a scratch directory, removed afterwards.
+ * Turns a rootfs tar (or several, bottom layer first) into an OCI archive at `out` (the tars are moved
+ * into the layout, not copied). `work` is a scratch directory, removed afterwards.
  */
 export async function writeOciArchive(
-  rootfsTar: string,
+  rootfsTars: string | string[],
   name: string,
   config: ImageConfig,
   work: string,
@@ -107,11 +113,20 @@ export async function writeOciArchive(
     writeFileSync(join(blobs, digest.slice(7)), data);
     return { mediaType, digest, size: Buffer.byteLength(data) };
   };
-  const layerDigest = await fileDigest(rootfsTar);
-  const layer: Descriptor = { mediaType: MEDIA.layer, digest: layerDigest, size: statSync(rootfsTar).size };
-  renameSync(rootfsTar, join(blobs, layerDigest.slice(7)));
-  const configDesc = blob(imageConfigJson(config, layerDigest), MEDIA.config);
-  const manifest = blob(manifestJson(configDesc, layer), MEDIA.manifest);
+  const layers: Descriptor[] = [];
+  for (const tar of typeof rootfsTars === 'string' ? [rootfsTars] : rootfsTars) {
+    const digest = await fileDigest(tar);
+    layers.push({ mediaType: MEDIA.layer, digest, size: statSync(tar).size });
+    renameSync(tar, join(blobs, digest.slice(7)));
+  }
+  const configDesc = blob(
+    imageConfigJson(
+      config,
+      layers.map((l) => l.digest),
+    ),
+    MEDIA.config,
+  );
+  const manifest = blob(manifestJson(configDesc, layers), MEDIA.manifest);
   writeFileSync(join(work, 'layout', 'index.json'), indexJson(manifest, name));
   writeFileSync(join(work, 'layout', 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
   const tmp = `${out}.${process.pid}.tmp`;

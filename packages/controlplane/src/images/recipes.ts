@@ -9,6 +9,8 @@ export const PAUSE_IMAGE = `${IMAGE_PREFIX}/pause:1`;
 export const SHELL_IMAGE = `${IMAGE_PREFIX}/shell:1`;
 export const POSTGRES_IMAGE = `${IMAGE_PREFIX}/postgres:15`;
 export const MARIADB_IMAGE = `${IMAGE_PREFIX}/mariadb:10.11`;
+/** The local stand-in for the official node:24(-slim) image, the base `opkit build` puts operators on. */
+export const NODE_IMAGE = `${IMAGE_PREFIX}/node:24`;
 
 export interface ImageRecipe {
   name: string;
@@ -20,6 +22,8 @@ export interface ImageRecipe {
   essentialHook?: string;
   /** Shell run in the finished rootfs ($1). */
   customizeHook?: string;
+  /** Adds the Node binary of the npm `node` package (node_modules) as /usr/local/bin/node. */
+  nodeBinary?: boolean;
   config: ImageConfig;
 }
 
@@ -131,6 +135,14 @@ export const RECIPES: Record<string, ImageRecipe> = {
       exposedPorts: ['5432/tcp'],
       volumes: ['/var/lib/postgresql/data'],
     },
+  },
+  [NODE_IMAGE]: {
+    name: NODE_IMAGE,
+    kind: 'debian',
+    // The Node binary links libstdc++ and libgcc_s; ca-certificates for TLS to API servers outside the cluster.
+    include: ['libstdc++6', 'ca-certificates'],
+    nodeBinary: true,
+    config: { env: [PATH, 'LANG=C.UTF-8'], cmd: ['node'] },
   },
   [MARIADB_IMAGE]: {
     name: MARIADB_IMAGE,

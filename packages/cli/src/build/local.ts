@@ -54,9 +54,24 @@ function copyStep(state: StageState, sources: string[], dest: string, from: stri
   io.err(`    COPY ${sources.join(' ')} ${dest}`);
 }
 
-function runStep(state: StageState, command: string, line: string, env: NodeJS.ProcessEnv, io: Io): void {
+function runStep(
+  state: StageState,
+  command: string,
+  line: string,
+  env: NodeJS.ProcessEnv,
+  io: Io,
+  skipUnsupported: boolean,
+): void {
   const npm = npmCommands(command);
-  if (!npm) throw new DockerfileError(0, `RUN ${line}: opkit's builder runs only npm commands (on the host)`);
+  if (!npm && skipUnsupported) {
+    io.err(`    RUN ${line}: skipped (--skip-unsupported-run: the image lacks what this step would add)`);
+    return;
+  }
+  if (!npm)
+    throw new DockerfileError(
+      0,
+      `RUN ${line}: opkit's builder runs only npm commands (on the host); --skip-unsupported-run builds without this step`,
+    );
   const cwd = inside(state.root, state.workdir);
   mkdirSync(cwd, { recursive: true });
   for (const args of npm) {
@@ -83,6 +98,7 @@ export async function buildLocally(
   archive: string,
   env: NodeJS.ProcessEnv,
   io: Io,
+  opts: { skipUnsupportedRun?: boolean } = {},
 ): Promise<LocalBuild> {
   const stages: Stage[] = parseDockerfile(readFileSync(dockerfile, 'utf8'));
   const work = join(archive, '..', `.build-${process.pid}`);
@@ -127,7 +143,7 @@ export async function buildLocally(
             break;
           }
           case 'RUN':
-            runStep(state, s.command, s.command, env, io);
+            runStep(state, s.command, s.command, env, io, opts.skipUnsupportedRun === true);
             break;
           case 'USER':
             state.config.user = s.user;

@@ -125,6 +125,7 @@ export const buildCommand: Command = {
     load: { type: 'boolean' },
     cluster: { type: 'string' },
     'require-engine': { type: 'boolean' },
+    'skip-unsupported-run': { type: 'boolean' },
   },
   help: `Usage: opkit build [--image <img>] [--archive <file>] [--load [--cluster <name>]]
        opkit build --engine docker|podman|buildah|any [--image <img>] [--require-engine]
@@ -146,6 +147,8 @@ Flags:
   --file <Dockerfile>   with --context: the Dockerfile (default ./Dockerfile)
   --load                import the image into the real nodes of the local cluster (opkit cluster up --real-nodes 1)
   --cluster <name>      with --load: the local cluster's name (default opkit)
+  --skip-unsupported-run  opkit's builder skips (and names) the RUN steps it cannot follow instead of failing:
+                        only for steps the image works without (a cache warm-up, say)
   --engine <engine>     build with docker, podman or buildah instead (machines that have one); any: the
                         first of them that works
   --output <dir>        where to write the build context (default .opkit/build-context)
@@ -186,7 +189,9 @@ Examples:
         ctx.cwd,
         str(values, 'file') ?? (given === undefined ? join(out, 'Dockerfile') : 'Dockerfile'),
       );
-      const built = await buildLocally(out, dockerfile, image, archive, ctx.env, ctx.io);
+      const built = await buildLocally(out, dockerfile, image, archive, ctx.env, ctx.io, {
+        skipUnsupportedRun: bool(values, 'skip-unsupported-run', false),
+      });
       const rel = relative(ctx.cwd, archive);
       const shownArchive = rel && !rel.startsWith('..') ? rel : archive;
       ctx.io.out(

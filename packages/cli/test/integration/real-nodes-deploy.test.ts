@@ -223,6 +223,7 @@ describe('opkit build --load and deploy run the operator on a real node', {
       'Dockerfile',
       '--image',
       'opkit.local/database-operator:dev',
+      '--skip-unsupported-run',
       '--archive',
       archive,
     ]);

@@ -19,6 +19,7 @@ import {
   statefulSet,
 } from '../../operators/database/src/controllers/database/desired/index.ts';
 import { selectorString } from '../../operators/database/src/controllers/database/desired/labels.ts';
+import { engineFor } from '../../operators/database/src/controllers/database/engines/index.ts';
 import { configHash } from '../../operators/database/src/controllers/database/reconcile.ts';
 import { computeStatus } from '../../operators/database/src/controllers/database/status.ts';
 import type { KubeObject } from './kube.ts';
@@ -108,6 +109,8 @@ export function floorStatus(db: KubeObject, children = desiredChildren(db)): unk
   const spec = defaulted(db);
   const sts = children.find((c) => c.kind === 'StatefulSet');
   const secret = children.find((c) => c.kind === 'Secret');
+  // The engine's cluster record before any pod reported (postgres: targetPrimary <name>-0).
+  const cluster = engineFor(spec.spec.engine).observe?.(spec, undefined, []);
   return computeStatus(spec as unknown as Database, undefined, {
     statefulSet: { ...(sts as object), metadata: { ...sts?.metadata, generation: 1 } } as never,
     pods: [],
@@ -115,5 +118,6 @@ export function floorStatus(db: KubeObject, children = desiredChildren(db)): unk
     ...(secret ? { secretName: secret.metadata.name } : {}),
     endpoints: endpoints(spec),
     selector: selectorString(spec),
+    ...(cluster ? { cluster } : {}),
   });
 }

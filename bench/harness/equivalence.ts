@@ -2,8 +2,10 @@
  * The equivalence check: for the same input, every implementation must leave the same objects. Objects
  * are compared after removing what the API server sets (uid, resourceVersion, timestamps, managedFields,
  * cluster IPs, status of children) and what is random by design (password values: only their length and
- * alphabet are compared; SCRAM verifiers, whose salt is random: only their mechanism and iteration count). The Databases' status is compared too, without timestamps.
+ * alphabet are compared; SCRAM verifiers, whose salt differs per Database: their mechanism, iteration count and
+ * which of the Secret's passwords they verify). The Databases' status is compared too, without timestamps.
  */
+import { scramVerifier } from '../../operators/database/src/controllers/database/engines/postgres/scram.ts';
 import type { KubeObject } from './kube.ts';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -23,7 +25,13 @@ function sortKeys(v: Json): Json {
 /** Generated passwords: long runs of letters and digits (a host name has dots, a user name is short). */
 const RANDOM = /^[A-Za-z0-9]{20,}$/;
 /** A SCRAM verifier as PostgreSQL stores it: mechanism$iterations:salt$StoredKey:ServerKey (random salt). */
-const SCRAM = /^(SCRAM-SHA-256)\$(\d+):[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
+const SCRAM = /^(SCRAM-SHA-256)\$(\d+):([A-Za-z0-9+/=]+)\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
+
+/** The key of the password a verifier was computed from (with its own salt), or undefined. */
+function verifiedPassword(verifier: string, salt: string, iterations: number, randoms: [string, string][]) {
+  const s = Buffer.from(salt, 'base64');
+  return randoms.find(([, pw]) => scramVerifier(pw, s, iterations) === verifier)?.[0];
+}
 
 export function normalize(kind: string, o: KubeObject): Json {
   const x = structuredClone(o) as unknown as { [k: string]: Json } & { metadata: { [k: string]: Json } };
@@ -61,7 +69,8 @@ export function normalize(kind: string, o: KubeObject): Json {
       let value = v;
       const scram = SCRAM.exec(v);
       if (scram) {
-        out[k] = `<${scram[1]} verifier, ${scram[2]} iterations>`;
+        const of = verifiedPassword(v, scram[3]!, Number(scram[2]), randoms) ?? 'no password of this Secret';
+        out[k] = `<${scram[1]} verifier of ${of}, ${scram[2]} iterations>`;
         continue;
       }
       for (const [rk, rv] of randoms) {

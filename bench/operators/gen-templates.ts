@@ -32,11 +32,21 @@ import {
   statefulSet,
 } from '../../operators/database/src/controllers/database/desired/index.ts';
 import { selectorString } from '../../operators/database/src/controllers/database/desired/labels.ts';
-import { PASSWORD_KEYS } from '../../operators/database/src/controllers/database/desired/names.ts';
+import {
+  CLUSTER_KEYS,
+  DERIVED_SECRET_KEYS,
+  PASSWORD_KEYS,
+  SECRET_KEYS,
+} from '../../operators/database/src/controllers/database/desired/names.ts';
 import {
   PASSWORD_ALPHABET,
   PASSWORD_LENGTH,
 } from '../../operators/database/src/controllers/database/desired/secret.ts';
+import { engineFor } from '../../operators/database/src/controllers/database/engines/index.ts';
+import {
+  roleVerifier,
+  SCRAM_ITERATIONS,
+} from '../../operators/database/src/controllers/database/engines/postgres/scram.ts';
 import { configHash as opkitConfigHash } from '../../operators/database/src/controllers/database/reconcile.ts';
 import { WORKLOAD_STORAGE, WORKLOAD_VERSIONS } from '../harness/desired.ts';
 
@@ -46,10 +56,32 @@ import { WORKLOAD_STORAGE, WORKLOAD_VERSIONS } from '../harness/desired.ts';
  */
 export const PLACEHOLDERS = { name: 'zzdbnmzz', namespace: 'zznszzz', configHash: 'zzconfighashzz' };
 
+/** ConfigMap keys left out of the config hash (opkit's cluster record, not configuration). */
+export const UNHASHED_KEYS: readonly string[] = Object.values(CLUSTER_KEYS);
+
+/**
+ * The Secret keys the peers derive from a password (postgres: SCRAM verifiers, salt derived from the
+ * Database's uid and the role, keyed by the password, as opkit's scram.ts), with the keys they derive from.
+ */
+export const DERIVED_KEYS = [
+  {
+    key: DERIVED_SECRET_KEYS.appPasswordScram,
+    usernameKey: SECRET_KEYS.appUsername,
+    passwordKey: SECRET_KEYS.appPassword,
+  },
+  {
+    key: DERIVED_SECRET_KEYS.replicationPasswordScram,
+    usernameKey: SECRET_KEYS.replicationUsername,
+    passwordKey: SECRET_KEYS.replicationPassword,
+  },
+] as const;
+
 /** The config hash as the peers compute it; checked against opkit's own below. */
 export function peerConfigHash(data: Record<string, string>): string {
   const h = createHash('sha256');
-  for (const key of Object.keys(data).sort()) h.update(`${key}\0${data[key]}\0`);
+  for (const key of Object.keys(data).sort()) {
+    if (!UNHASHED_KEYS.includes(key)) h.update(`${key}\0${data[key]}\0`);
+  }
   return h.digest('hex').slice(0, 32);
 }
 
@@ -69,6 +101,22 @@ export function generateTemplates(): string {
       const plain: Record<string, string> = {};
       for (const [k, v] of Object.entries(secret.data ?? {}))
         plain[k] = Buffer.from(v, 'base64').toString('utf8');
+      // The verifiers opkit derived (no uid here: the namespace/name stands in) must be what the peers
+      // compute for the same inputs; in the template they are left empty, computed by the peers.
+      const id = `${PLACEHOLDERS.namespace}/${PLACEHOLDERS.name}`;
+      const derivedKeys = DERIVED_KEYS.filter((d) => d.key in plain);
+      for (const d of derivedKeys) {
+        const user = plain[d.usernameKey] ?? '';
+        if (plain[d.key] !== roleVerifier(plain[d.passwordKey] ?? '', id, user)) {
+          throw new Error(
+            `opkit's ${d.key} is no longer roleVerifier(${d.passwordKey}, uid, ${d.usernameKey}): update both peers`,
+          );
+        }
+        plain[d.key] = '';
+      }
+      const known = new Set<string>([...Object.values(SECRET_KEYS), ...derivedKeys.map((d) => d.key)]);
+      const unknown = Object.keys(plain).filter((k) => !known.has(k));
+      if (unknown.length > 0) throw new Error(`Secret keys the peers do not know: ${unknown.join(', ')}`);
       for (const k of PASSWORD_KEYS) plain[k] = '';
       delete secret.data;
       secret.stringData = plain;
@@ -91,6 +139,12 @@ export function generateTemplates(): string {
       templates[`${engine}/${version}/${replicas}`] = {
         children,
         passwordKeys: [...PASSWORD_KEYS],
+        derivedKeys,
+        scramIterations: SCRAM_ITERATIONS,
+        unhashedKeys: UNHASHED_KEYS,
+        // The engine keeps a cluster record (postgres): status.targetPrimary (<name>-0 until recorded
+        // otherwise; the peers read no instance reports) and the role labels follow it.
+        clusterRecord: engineFor(engine).observe !== undefined,
         passwordLength: PASSWORD_LENGTH,
         passwordAlphabet: PASSWORD_ALPHABET,
         endpoints: endpoints(db),

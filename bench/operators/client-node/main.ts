@@ -10,7 +10,7 @@
  *
  *   node bench/operators/client-node/main.ts --kubeconfig K --health-probe-bind-address 127.0.0.1:8081
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -34,6 +34,13 @@ const PLURAL = 'databases';
 interface Template {
   children: k8s.KubernetesObject[];
   passwordKeys: string[];
+  /** Secret keys derived from a password (postgres: SCRAM verifiers). */
+  derivedKeys: Array<{ key: string; usernameKey: string; passwordKey: string }>;
+  scramIterations: number;
+  /** ConfigMap keys left out of the config hash (the cluster record). */
+  unhashedKeys: string[];
+  /** The engine keeps a cluster record (postgres): status.targetPrimary. */
+  clusterRecord: boolean;
   passwordLength: number;
   passwordAlphabet: string;
   endpoints: { readWrite: string; readOnly?: string; port: number };
@@ -49,9 +56,11 @@ const templates = JSON.parse(
 };
 
 /** sha256 of the ConfigMap's data (keys sorted), like opkit's configHash: a config change rolls the pods. */
-function configHash(data: Record<string, string>): string {
+function configHash(data: Record<string, string>, unhashed: string[]): string {
   const h = createHash('sha256');
-  for (const key of Object.keys(data).sort()) h.update(`${key}\0${data[key]}\0`);
+  for (const key of Object.keys(data).sort()) {
+    if (!unhashed.includes(key)) h.update(`${key}\0${data[key]}\0`);
+  }
   return h.digest('hex').slice(0, 32);
 }
 
@@ -93,7 +102,7 @@ function render(db: Database): Template | undefined {
     .replaceAll(templates.placeholders.namespace, db.metadata.namespace!);
   const out = JSON.parse(text) as Template;
   const cm = out.children.find((c) => c.kind === 'ConfigMap') as k8s.V1ConfigMap | undefined;
-  const hash = configHash(cm?.data ?? {});
+  const hash = configHash(cm?.data ?? {}, out.unhashedKeys);
   const sts = out.children.find((c) => c.kind === 'StatefulSet') as k8s.V1StatefulSet | undefined;
   const annotations = sts?.spec?.template?.metadata?.annotations ?? {};
   for (const [k, v] of Object.entries(annotations)) {
@@ -121,12 +130,40 @@ function password(t: Template): string {
   return Array.from(bytes, (b) => t.passwordAlphabet[b % t.passwordAlphabet.length]).join('');
 }
 
+/** SCRAM-SHA-256 in PostgreSQL's pg_authid format, salt derived as opkit's roleVerifier (scram.ts) does. */
+function roleVerifier(password: string, databaseId: string, role: string, iterations: number): string {
+  const salt = createHmac('sha256', password)
+    .update(`opkit\0${databaseId}\0${role}`)
+    .digest()
+    .subarray(0, 16);
+  const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
+  const storedKey = createHash('sha256')
+    .update(createHmac('sha256', salted).update('Client Key').digest())
+    .digest();
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
+
+/** The derived keys (base64) out of date in `data` (base64), computed from its usernames and passwords. */
+function derivedData(t: Template, uid: string, data: Record<string, string>): Record<string, string> {
+  const plain = (k: string) => Buffer.from(data[k] ?? '', 'base64').toString();
+  const out: Record<string, string> = {};
+  for (const d of t.derivedKeys) {
+    const user = plain(d.usernameKey);
+    const pass = plain(d.passwordKey);
+    if (!user || !pass) continue;
+    const v = Buffer.from(roleVerifier(pass, uid, user, t.scramIterations)).toString('base64');
+    if (data[d.key] !== v) out[d.key] = v;
+  }
+  return out;
+}
+
 function code(err: unknown): number | undefined {
   return err instanceof k8s.ApiException ? err.code : undefined;
 }
 
 /** Read; 404 -> create; else replace with the desired object (carrying the live resourceVersion). */
-async function ensure(obj: k8s.KubernetesObject, t: Template): Promise<void> {
+async function ensure(obj: k8s.KubernetesObject, t: Template, uid: string): Promise<void> {
   const name = obj.metadata!.name!;
   const namespace = obj.metadata!.namespace!;
   const req = { name, namespace };
@@ -135,8 +172,13 @@ async function ensure(obj: k8s.KubernetesObject, t: Template): Promise<void> {
   try {
     switch (obj.kind) {
       case 'Secret': {
-        await core.readNamespacedSecret(req);
-        return; // never replaced: that would regenerate the passwords
+        // Never replaced (that would regenerate the passwords); the verifiers follow the passwords.
+        const live = await core.readNamespacedSecret(req);
+        const derived = derivedData(t, uid, live.data ?? {});
+        if (Object.keys(derived).length > 0) {
+          await core.patchNamespacedSecret({ ...req, body: { data: derived } }, mergePatch);
+        }
+        return;
       }
       case 'ConfigMap': {
         const live = await core.readNamespacedConfigMap(req);
@@ -169,6 +211,7 @@ async function ensure(obj: k8s.KubernetesObject, t: Template): Promise<void> {
         const data: Record<string, string> = {};
         for (const [k, v] of Object.entries(stringData ?? {})) data[k] = Buffer.from(v).toString('base64');
         for (const k of t.passwordKeys) data[k] = Buffer.from(password(t)).toString('base64');
+        Object.assign(data, derivedData(t, uid, data));
         await core.createNamespacedSecret({ namespace, body: { ...s, data } });
         return;
       }
@@ -212,7 +255,7 @@ async function reconcile(namespace: string, name: string): Promise<void> {
     console.error(`unsupported Database ${namespace}/${name}: ${db.spec.engine} ${db.spec.version}`);
     return;
   }
-  for (const child of t.children) await ensure(child, t);
+  for (const child of t.children) await ensure(child, t, db.metadata.uid!);
   const replicas = db.spec.replicas ?? 1;
   if (replicas <= 1) {
     for (const del of [
@@ -251,6 +294,13 @@ async function reconcile(namespace: string, name: string): Promise<void> {
     endpoints: t.endpoints,
     secretName: t.secretName,
     selector: t.selector,
+    // Like opkit's cluster record: <name>-0 until recorded otherwise (this peer reads no pod reports).
+    ...(t.clusterRecord
+      ? {
+          targetPrimary: String(db.status?.targetPrimary ?? `${t.statefulSetName}-0`),
+          ...(db.status?.systemIdentifier ? { systemIdentifier: String(db.status.systemIdentifier) } : {}),
+        }
+      : {}),
     observedGeneration: gen,
     conditions: [
       condition(prev, {

@@ -52,6 +52,8 @@ type DatabaseStatus struct {
 	Replicas           *int32             `json:"replicas,omitempty"`
 	ReadyReplicas      *int32             `json:"readyReplicas,omitempty"`
 	CurrentPrimary     string             `json:"currentPrimary,omitempty"`
+	TargetPrimary      string             `json:"targetPrimary,omitempty"`
+	SystemIdentifier   string             `json:"systemIdentifier,omitempty"`
 	Endpoints          *Endpoints         `json:"endpoints,omitempty"`
 	SecretName         string             `json:"secretName,omitempty"`
 	ObservedGeneration *int64             `json:"observedGeneration,omitempty"`

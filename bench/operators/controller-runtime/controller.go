@@ -187,12 +187,24 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		want := d.credentialsSecret()
 		patch := client.MergeFrom(secret.DeepCopy())
 		changed := false
+		if secret.Data == nil {
+			secret.Data = map[string][]byte{}
+		}
 		for k, v := range want.Data {
 			if _, ok := secret.Data[k]; !ok {
-				if secret.Data == nil {
-					secret.Data = map[string][]byte{}
-				}
 				secret.Data[k] = v
+				changed = true
+			}
+		}
+		// Like opkit: the derived keys (SCRAM verifiers) follow the passwords the Secret holds.
+		derived := map[string][]byte{}
+		for k, v := range secret.Data {
+			derived[k] = v
+		}
+		d.derive(derived)
+		for _, k := range d.tpl.DerivedKeys {
+			if v, ok := derived[k.Key]; ok && string(secret.Data[k.Key]) != string(v) {
+				secret.Data[k.Key] = v
 				changed = true
 			}
 		}
@@ -273,7 +285,15 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 
-	// Role labels on the pods: ordinal 0 is the primary.
+	// Role labels on the pods: the designated primary (status.targetPrimary, like opkit; <name>-0 until
+	// recorded otherwise) or, without a cluster record, ordinal 0.
+	targetPrimary := ""
+	if d.tpl.ClusterRecord {
+		targetPrimary = db.Status.TargetPrimary
+		if targetPrimary == "" {
+			targetPrimary = d.names.statefulSet + "-0"
+		}
+	}
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(db.Namespace), client.MatchingLabels(d.selectorLabels())); err != nil {
 		return ctrl.Result{}, err
@@ -285,7 +305,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			continue
 		}
 		role := "replica"
-		if ord == 0 {
+		if (targetPrimary == "" && ord == 0) || p.Name == targetPrimary {
 			role = "primary"
 		}
 		if p.Labels[labelRole] != role {
@@ -305,6 +325,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		secretName:      d.names.secret,
 		endpoints:       d.endpoints(),
 		selector:        d.selectorString(),
+		targetPrimary:   targetPrimary,
 	}
 	status := computeStatus(db, o)
 	if !equality.Semantic.DeepEqual(status, db.Status) {

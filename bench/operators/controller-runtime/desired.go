@@ -6,9 +6,12 @@ package main
 // substitutes the Database's name and namespace, computes the config hash and generates the passwords.
 
 import (
+	"crypto/hmac"
+	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -27,6 +30,10 @@ var templatesJSON []byte
 type template struct {
 	Children         []json.RawMessage `json:"children"`
 	PasswordKeys     []string          `json:"passwordKeys"`
+	DerivedKeys      []derivedKey      `json:"derivedKeys"`
+	ScramIterations  int               `json:"scramIterations"`
+	UnhashedKeys     []string          `json:"unhashedKeys"`
+	ClusterRecord    bool              `json:"clusterRecord"`
 	PasswordLength   int               `json:"passwordLength"`
 	PasswordAlphabet string            `json:"passwordAlphabet"`
 	Endpoints        Endpoints         `json:"endpoints"`
@@ -48,6 +55,13 @@ func init() {
 	if err := json.Unmarshal(templatesJSON, &templates); err != nil {
 		panic(err)
 	}
+}
+
+// derivedKey: a Secret key derived from a password (postgres: its SCRAM verifier).
+type derivedKey struct {
+	Key         string `json:"key"`
+	UsernameKey string `json:"usernameKey"`
+	PasswordKey string `json:"passwordKey"`
 }
 
 type childNames struct {
@@ -134,7 +148,7 @@ func newDesired(db *Database) (*desired, error) {
 	d.names = childNames{statefulSet: d.tpl.StatefulSetName, headless: n + "-headless", readWrite: n,
 		readOnly: n + "-ro", secret: d.tpl.SecretName, configMap: d.cm.Name, pdb: n}
 	// The config hash over the rendered ConfigMap (same function as opkit's configHash).
-	hash := configHash(d.cm.Data)
+	hash := configHash(d.cm.Data, d.tpl.UnhashedKeys)
 	for k, v := range d.sts.Spec.Template.Annotations {
 		if v == templates.Placeholders.ConfigHash {
 			d.sts.Spec.Template.Annotations[k] = hash
@@ -143,11 +157,18 @@ func newDesired(db *Database) (*desired, error) {
 	return d, nil
 }
 
-// configHash: sha256 over key \0 value \0 with keys sorted, first 32 hex digits (opkit's configHash).
-func configHash(data map[string]string) string {
+// configHash: sha256 over key \0 value \0 with keys sorted, first 32 hex digits (opkit's configHash);
+// the cluster record (unhashed keys) is not configuration and is left out.
+func configHash(data map[string]string, unhashed []string) string {
+	skip := map[string]bool{}
+	for _, k := range unhashed {
+		skip[k] = true
+	}
 	keys := make([]string, 0, len(data))
 	for k := range data {
-		keys = append(keys, k)
+		if !skip[k] {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	h := sha256.New()
@@ -197,12 +218,47 @@ func password(length int, alphabet string) string {
 	return string(out)
 }
 
-// credentialsSecret: the whole Secret with fresh passwords.
+// scramVerifier: SCRAM-SHA-256 in PostgreSQL's pg_authid format (RFC 5802 / 7677), like opkit's scram.ts.
+func scramVerifier(password string, salt []byte, iterations int) string {
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, 32)
+	if err != nil {
+		panic(err)
+	}
+	mac := func(msg string) []byte {
+		h := hmac.New(sha256.New, salted)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	stored := sha256.Sum256(mac("Client Key"))
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(mac("Server Key")))
+}
+
+// roleVerifier: the salt derived from the Database's uid and the role, keyed by the password (opkit's
+// roleVerifier), so the same password gives the same verifier on every reconcile.
+func roleVerifier(password, databaseID, role string, iterations int) string {
+	h := hmac.New(sha256.New, []byte(password))
+	h.Write([]byte("opkit\x00" + databaseID + "\x00" + role))
+	return scramVerifier(password, h.Sum(nil)[:16], iterations)
+}
+
+// derive sets the derived keys (SCRAM verifiers) from the Secret's usernames and passwords.
+func (d *desired) derive(data map[string][]byte) {
+	for _, k := range d.tpl.DerivedKeys {
+		u, p := string(data[k.UsernameKey]), string(data[k.PasswordKey])
+		if u != "" && p != "" {
+			data[k.Key] = []byte(roleVerifier(p, string(d.db.UID), u, d.tpl.ScramIterations))
+		}
+	}
+}
+
+// credentialsSecret: the whole Secret with fresh passwords and their verifiers.
 func (d *desired) credentialsSecret() *corev1.Secret {
 	s := d.secret.DeepCopy()
 	for _, k := range d.tpl.PasswordKeys {
 		s.Data[k] = []byte(password(d.tpl.PasswordLength, d.tpl.PasswordAlphabet))
 	}
+	d.derive(s.Data)
 	return s
 }
 

@@ -20,6 +20,8 @@ type observed struct {
 	endpoints       *Endpoints
 	selector        string
 	failure         *failure
+	// targetPrimary: the designated primary of an engine with a cluster record (postgres), else "".
+	targetPrimary string
 }
 
 type failure struct {
@@ -123,9 +125,18 @@ func computeStatus(db *Database, o *observed) DatabaseStatus {
 	status.CurrentPrimary = ""
 	for i := range o.pods {
 		p := &o.pods[i]
-		if ord, ok := podOrdinal(o.statefulSetName, p.Name); ok && ord == 0 && isPodReady(p) {
+		ord, ok := podOrdinal(o.statefulSetName, p.Name)
+		isPrimary := ok && ord == 0
+		if o.targetPrimary != "" {
+			isPrimary = p.Name == o.targetPrimary
+		}
+		if isPrimary && isPodReady(p) {
 			status.CurrentPrimary = p.Name
 		}
+	}
+	// Like opkit's cluster record: the system identifier stays as recorded (the peer reads no reports).
+	if o.targetPrimary != "" {
+		status.TargetPrimary = o.targetPrimary
 	}
 	if o.endpoints != nil {
 		status.Endpoints = o.endpoints

@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { scramVerifier } from '../../../operators/database/src/controllers/database/engines/postgres/scram.ts';
 import { compareSnapshots, normalize } from '../../harness/equivalence.ts';
 import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
 import { addCount, classify, type RequestCounts } from '../../harness/kube.ts';
@@ -81,6 +82,22 @@ test('SCRAM verifiers (random salt) compare by mechanism and iterations only', (
   assert.deepEqual(a, b);
   assert.notDeepEqual(a, secret('SCRAM-SHA-256$1000:1VrXfNZi415uZRmqfHOO9g==$8Ep2lRDxS0dw=:/AGJ/l37Ojtwen='));
   assert.notDeepEqual(a, secret('md5c4ca4238a0b923820dcc509a6f75849b'));
+});
+
+test('a SCRAM verifier must verify the password of its Secret: one of another password differs', () => {
+  const pw = 'Abc123xyzAbc123xyzAbc123xyzAbc12';
+  const other = 'Zyx321cbaZyx321cbaZyx321cbaZyx32';
+  const secret = (verifier: string) =>
+    normalize('Secret', {
+      metadata: { name: 's' },
+      data: {
+        'app-password': Buffer.from(pw).toString('base64'),
+        'app-password-scram': Buffer.from(verifier).toString('base64'),
+      },
+    });
+  const right = secret(scramVerifier(pw, Buffer.from('0123456789abcdef')));
+  assert.deepEqual(right, secret(scramVerifier(pw, Buffer.from('fedcba9876543210'))));
+  assert.notDeepEqual(right, secret(scramVerifier(other, Buffer.from('0123456789abcdef'))));
 });
 
 test('the report has ratios and a plot', () => {

@@ -24,7 +24,7 @@ function sortKeys(v: Json): Json {
 
 /** Generated passwords: long runs of letters and digits (a host name has dots, a user name is short). */
 const RANDOM = /^[A-Za-z0-9]{20,}$/;
-/** A SCRAM verifier as PostgreSQL stores it: mechanism$iterations:salt$StoredKey:ServerKey (random salt). */
+/** A SCRAM verifier as PostgreSQL stores it: mechanism$iterations:salt$StoredKey:ServerKey (the salt differs per Database). */
 const SCRAM = /^(SCRAM-SHA-256)\$(\d+):([A-Za-z0-9+/=]+)\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/;
 
 /** The key of the password a verifier was computed from (with its own salt), or undefined. */

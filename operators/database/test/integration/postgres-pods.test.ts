@@ -14,6 +14,7 @@ import {
   type Cluster,
   createNamespace,
   eventually,
+  getDb,
   sample,
   startCluster,
   startOperator,
@@ -127,5 +128,86 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       't',
       'ro reaches a replica',
     );
+  });
+  test("pod 0's PVC and pod deleted: it comes back as a replica cloned from the current primary", async () => {
+    // The switchover of a later issue, by hand: pg-1 is promoted and recorded as the designated primary.
+    const before = await getDb(cluster.client, NS, NAME);
+    const identity = before.status?.systemIdentifier;
+    await eventually('pg-1 to hold the row', async () => {
+      try {
+        return (await psql(`${NAME}-1`, `${NAME}-1.${NAME}-headless`, 'SELECT v FROM t')) === 'through-rw';
+      } catch {
+        return false;
+      }
+    });
+    await cluster.client.patchStatus(
+      Databases.resource,
+      { namespace: NS, name: NAME },
+      { type: 'merge', body: { status: { targetPrimary: `${NAME}-1` } } },
+    );
+    const promote = kubectl([
+      'exec',
+      '-n',
+      NS,
+      `${NAME}-1`,
+      '-c',
+      'postgres',
+      '--',
+      'psql',
+      '-h',
+      '/var/run/postgresql',
+      '-U',
+      'postgres',
+      '-d',
+      'postgres',
+      '-Atc',
+      'SELECT pg_promote()',
+    ]);
+    assert.equal(promote.code, 0, promote.out);
+    await psql(`${NAME}-1`, `${NAME}-1.${NAME}-headless`, 'INSERT INTO t VALUES ($$after-switch$$)');
+
+    const READY_UID = `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.metadata.uid}`;
+    const oldUid = kubectl(['get', 'pod', '-n', NS, `${NAME}-0`, '-o', 'jsonpath={.metadata.uid}']).out;
+    assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${NAME}-0`, '--wait=false']).code, 0);
+    assert.equal(kubectl(['delete', 'pod', '-n', NS, `${NAME}-0`, '--wait=false']).code, 0);
+    let db: Awaited<ReturnType<typeof waitForPhase>>;
+    try {
+      db = await eventually(
+        'pg-0 back as a replica, 3/3 Running',
+        async () => {
+          // A pod recreated while its old PVC was still terminating stays Pending: delete it again.
+          const pending = kubectl([
+            'get',
+            'pod',
+            '-n',
+            NS,
+            `${NAME}-0`,
+            '-o',
+            'jsonpath={.status.phase}',
+          ]).out;
+          if (pending === 'Pending' && kubectl(['get', 'pvc', '-n', NS, `data-${NAME}-0`]).code !== 0)
+            kubectl(['delete', 'pod', '-n', NS, `${NAME}-0`, '--wait=false']);
+          const now = kubectl(['get', 'pod', '-n', NS, `${NAME}-0`, '-o', READY_UID]).out;
+          if (!now.startsWith('True ') || now === `True ${oldUid}`) return undefined;
+          const d = await getDb(cluster.client, NS, NAME);
+          return d.status?.phase === 'Running' && d.status.readyReplicas === 3 ? d : undefined;
+        },
+        600_000,
+        2000,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${diagnose()}`);
+    }
+    assert.equal(db.status?.systemIdentifier, identity, 'the cluster identity is unchanged');
+    assert.equal(db.status?.targetPrimary, `${NAME}-1`);
+    const rows = await psql(`${NAME}-0`, `${NAME}-0.${NAME}-headless`, 'SELECT v FROM t ORDER BY v');
+    assert.equal(rows, 'after-switch\nthrough-rw', 'no row lost');
+    assert.equal(await psql(`${NAME}-0`, `${NAME}-0.${NAME}-headless`, 'SELECT pg_is_in_recovery()'), 't');
+    const sysid = await psql(
+      `${NAME}-0`,
+      `${NAME}-0.${NAME}-headless`,
+      'SELECT system_identifier FROM pg_control_system()',
+    );
+    assert.equal(sysid, identity, 'pg-0 is a clone of the cluster, not a new one');
   });
 });

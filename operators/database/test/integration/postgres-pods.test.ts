@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
-import { Secrets } from '@opkit/runtime';
+import { findCondition, Secrets } from '@opkit/runtime';
 import { Databases } from '../../src/api/v1/database.ts';
 import {
   type Cluster,
@@ -209,5 +209,66 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       'SELECT system_identifier FROM pg_control_system()',
     );
     assert.equal(sysid, identity, 'pg-0 is a clone of the cluster, not a new one');
+    // pg-2 follows the new primary too, in the end: it may count as Ready for a while still streaming from
+    // nowhere (readiness fails 3 times 10 s apart first) or from pg-0 (its PRIMARY_HOST env is read at
+    // container start); liveness restarts it and it then streams from pg-1 and has the row.
+    const pg2 = `${NAME}-2.${NAME}-headless`;
+    let last = '';
+    try {
+      await eventually(
+        'pg-2 to have the row written on pg-1 after the switch',
+        async () => {
+          last = await psql(`${NAME}-2`, pg2, 'SELECT v FROM t ORDER BY v').catch((e: Error) => e.message);
+          return last === 'after-switch\nthrough-rw';
+        },
+        300_000,
+        2000,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; last: ${last}\n${diagnose()}`);
+    }
+  });
+  test("the primary's PVC and pod deleted: Failed PrimaryDataLost, no new empty primary, the data kept", async () => {
+    const identity = (await getDb(cluster.client, NS, NAME)).status?.systemIdentifier;
+    assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${NAME}-1`, '--wait=false']).code, 0);
+    assert.equal(kubectl(['delete', 'pod', '-n', NS, `${NAME}-1`, '--wait=false']).code, 0);
+    let db: Awaited<ReturnType<typeof waitForPhase>>;
+    try {
+      db = await eventually(
+        'the Database Failed: PrimaryDataLost',
+        async () => {
+          const pending = kubectl([
+            'get',
+            'pod',
+            '-n',
+            NS,
+            `${NAME}-1`,
+            '-o',
+            'jsonpath={.status.phase}',
+          ]).out;
+          if (pending === 'Pending' && kubectl(['get', 'pvc', '-n', NS, `data-${NAME}-1`]).code !== 0)
+            kubectl(['delete', 'pod', '-n', NS, `${NAME}-1`, '--wait=false']);
+          const d = await getDb(cluster.client, NS, NAME);
+          const ready = findCondition(d.status?.conditions, 'Ready');
+          return d.status?.phase === 'Failed' && ready?.reason === 'PrimaryDataLost' ? d : undefined;
+        },
+        600_000,
+        2000,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${diagnose()}`);
+    }
+    const message = findCondition(db.status?.conditions, 'Ready')?.message ?? '';
+    assert.match(message, new RegExp(`${NAME}-1, the primary, has an empty data directory`));
+    assert.match(message, new RegExp(`${NAME}-0, ${NAME}-2 hold this Database's data`));
+    assert.equal(db.status?.systemIdentifier, identity, 'the cluster identity is kept');
+    // The replicas still hold every row; none became a new, empty cluster.
+    for (const pod of [`${NAME}-0`, `${NAME}-2`]) {
+      assert.equal(await psql(pod, `${pod}.${NAME}-headless`, 'SELECT count(*) FROM t'), '2', pod);
+      assert.equal(
+        await psql(pod, `${pod}.${NAME}-headless`, 'SELECT system_identifier FROM pg_control_system()'),
+        identity,
+      );
+    }
   });
 });

@@ -227,6 +227,18 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     } catch (err) {
       throw new Error(`${(err as Error).message}; last: ${last}\n${diagnose()}`);
     }
+    // pg-1, the new primary, is Ready: the read-write Service reaches it.
+    await eventually(
+      'a write through the read-write Service after the switch',
+      () =>
+        psql(`${NAME}-0`, NAME, 'INSERT INTO t VALUES ($$via-rw-after$$)').then(
+          () => true,
+          () => false,
+        ),
+      300_000,
+      2000,
+    );
+    await psql(`${NAME}-1`, `${NAME}-1.${NAME}-headless`, 'DELETE FROM t WHERE v = $$via-rw-after$$');
   });
   test("the primary's PVC and pod deleted: Failed PrimaryDataLost, no new empty primary, the data kept", async () => {
     const identity = (await getDb(cluster.client, NS, NAME)).status?.systemIdentifier;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type ControlPlane, start } from '@opkit/controlplane';
+import { type ControlPlane, type StartOptions, start } from '@opkit/controlplane';
 import {
   type Client,
   type CustomResourceDefinition,
@@ -64,15 +64,20 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-/** A cluster-mode control plane with the Database CRD installed (from the generated YAML). */
-export async function startCluster(): Promise<Cluster> {
+/**
+ * A cluster-mode control plane with the Database CRD installed (from the generated YAML): 3 kwok nodes by
+ * default, or the given start options (real nodes: `{ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] }`).
+ */
+export async function startCluster(
+  opts: Pick<StartOptions, 'nodes' | 'realNodes' | 'images'> = { nodes: 3 },
+): Promise<Cluster> {
   assert.deepEqual(
     await staleOutputs(),
     [],
     'generated manifests are out of date: run npm run generate -w operators/database',
   );
   const yaml = readFileSync(CRD_YAML, 'utf8');
-  const cp = await start({ mode: 'cluster', nodes: 3 });
+  const cp = await start({ mode: 'cluster', ...opts });
   const client = createClient(loadConfig({ kubeconfig: cp.kubeconfigPath }), { fieldManager: 'test' });
   try {
     await installCrd(client, yaml);

@@ -5,7 +5,7 @@
  * - deletes Released PVs whose reclaim policy is Delete (and their directory); keeps Retain ones.
  * kube-controller-manager's PV controller does the binding itself once the PV names the claim.
  */
-import { mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../kube-client.ts';
 import { parseQuantity } from './quantity.ts';
@@ -127,6 +127,10 @@ export class VolumeProvisioner {
     const name = `pvc-${pvc.metadata.uid}`;
     const path = join(this.opts.volumeRoot, name);
     mkdirSync(path, { recursive: true });
+    // World-writable, as local-path-provisioner makes its directories: the kubelet applies no fsGroup to a
+    // hostPath volume, so a pod running as a non-root user (postgres 999) could not write a root-owned 0755
+    // directory on a real node.
+    chmodSync(path, 0o777);
     const pv = {
       apiVersion: 'v1',
       kind: 'PersistentVolume',

@@ -12,8 +12,10 @@
  * the superuser (peer authentication), so no password is involved and editing the Secret can never take
  * every pod out of the Services.
  * Env: POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, PGHOST (the socket directory), PGPORT;
- * POSTGRES_USER, MAX_LAG_BYTES.
+ * POSTGRES_USER, MAX_LAG_BYTES; the designated primary is read from the mounted ConfigMap when present
+ * (PRIMARY_FILE, default /etc/opkit/cluster-primary), which the kubelet updates in place.
  */
+import { CLUSTER_KEYS, CONFIG_DIR } from '../../desired/names.ts';
 
 /** The default bound of a ready replica's replay lag. */
 export const DEFAULT_MAX_LAG_BYTES = 64 * 1024 * 1024;
@@ -24,6 +26,14 @@ export function healthScript(): string {
 set -u
 mode=\${1:-ready}
 : "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${PGHOST:?}" "\${PGPORT:?}"
+# The designated primary now: the mounted ConfigMap is updated in place, PRIMARY_POD (env) only at
+# container start, so after a change of primary the env would judge against the former one.
+primary_file=\${PRIMARY_FILE:-${CONFIG_DIR}/${CLUSTER_KEYS.primary}}
+if [ -s "$primary_file" ]; then
+  current=$(cat "$primary_file")
+  PRIMARY_HOST="$current.\${PRIMARY_HOST#*.}"
+  PRIMARY_POD=$current
+fi
 max_lag=\${MAX_LAG_BYTES:-${DEFAULT_MAX_LAG_BYTES}}
 user=\${POSTGRES_USER:-postgres}
 

@@ -1,4 +1,5 @@
 /** Shared by the CLI's tests: temporary folders and running `opkit` in-process or as a process. */
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +27,29 @@ export async function opkit(
   const io = memoryIo();
   const code = await runCli(args, { cwd, io, env });
   return { code, stdout: io.stdout.join('\n'), stderr: io.stderr.join('\n') };
+}
+
+/** Asserts that a step exited 0, showing its output otherwise. */
+export function expectOk(step: string, r: CliResult): void {
+  assert.equal(r.code, 0, `${step} failed (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
+}
+
+/**
+ * `opkit cluster up --name <name> --nodes 1 --real-nodes 1` run from `cwd` (1 kwok node, 1 real node; root only):
+ * its kubeconfig path, and `down()` to stop it.
+ */
+export async function upRealCluster(
+  cwd: string,
+  name: string,
+): Promise<{ kubeconfig: string; down(): Promise<void> }> {
+  const up = await opkitProcess(cwd, ['cluster', 'up', '--name', name, '--nodes', '1', '--real-nodes', '1']);
+  expectOk('cluster up', up);
+  return {
+    kubeconfig: up.stdout.trim().split('\n').at(-1)!,
+    async down() {
+      await opkitProcess(cwd, ['cluster', 'down', '--name', name]);
+    },
+  };
 }
 
 /** Runs opkit as a child process, as a user's shell would. */

@@ -28,7 +28,7 @@ import {
 } from '@opkit/runtime';
 import { eventually } from '@opkit/runtime/testing';
 import { parse } from 'yaml';
-import { opkitProcess, tempDir } from '../../../../packages/cli/test/helpers.ts';
+import { expectOk, opkitProcess, tempDir, upRealCluster } from '../../../../packages/cli/test/helpers.ts';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
 import { OPERATOR_DIR, SAMPLE_YAML } from './helpers.ts';
 
@@ -41,10 +41,6 @@ const SELECTOR = 'control-plane=controller-manager';
 const RETRY_PERIOD_S = 2; // the runtime's default retryPeriod, which the operator uses
 const SLACK_S = 30; // a loaded 2-core machine: pod deletion, API latency
 
-function expectOk(step: string, r: { code: number; stdout: string; stderr: string }): void {
-  assert.equal(r.code, 0, `${step} failed (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
-}
-
 describe('the Database operator in the cluster: 2 replicas, leader election, restricted PSS', {
   timeout: 1_200_000,
   skip: process.getuid?.() === 0 ? false : 'real nodes need root',
@@ -52,6 +48,7 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
   const tmp = tempDir('opkit-db-in-cluster-');
   const cluster = `db-in-cluster-${process.pid}`;
   let kubeconfig = '';
+  let realCluster: { kubeconfig: string; down(): Promise<void> } | undefined;
   let client: RestClient | undefined;
   const kubectl = (...args: string[]) =>
     spawnSync('kubectl', ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', timeout: 120_000 });
@@ -63,23 +60,13 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 
   before(async () => {
-    const up = await opkitProcess(OPERATOR_DIR, [
-      'cluster',
-      'up',
-      '--name',
-      cluster,
-      '--nodes',
-      '1',
-      '--real-nodes',
-      '1',
-    ]);
-    expectOk('cluster up', up);
-    kubeconfig = up.stdout.trim().split('\n').at(-1)!;
+    realCluster = await upRealCluster(OPERATOR_DIR, cluster);
+    kubeconfig = realCluster.kubeconfig;
     client = createClient(loadConfig({ kubeconfig }), { fieldManager: 'db-in-cluster-test' });
   });
   after(async () => {
     client?.close();
-    await opkitProcess(OPERATOR_DIR, ['cluster', 'down', '--name', cluster]);
+    await realCluster?.down();
     tmp[Symbol.dispose]();
   });
 

@@ -23,7 +23,7 @@ import {
 } from '@opkit/runtime';
 import { eventually } from '@opkit/runtime/testing';
 import { parse } from 'yaml';
-import { opkitProcess, REPO_ROOT, read, scaffold, tempDir } from '../helpers.ts';
+import { expectOk, opkitProcess, REPO_ROOT, read, scaffold, tempDir, upRealCluster } from '../helpers.ts';
 
 type Database = KubeObject & { spec: { size?: number }; status?: { conditions?: Condition[] } };
 const Databases = defineResource<Database>({
@@ -38,10 +38,6 @@ const IMAGE = 'opkit.local/db-op:dev';
 const NS = 'db-op-system';
 const MANAGER = 'db-op-controller-manager';
 
-function expectOk(step: string, r: { code: number; stdout: string; stderr: string }): void {
-  assert.equal(r.code, 0, `${step} failed (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
-}
-
 describe('opkit build --load and deploy run the operator on a real node', {
   timeout: 1_200_000,
   skip: process.getuid?.() === 0 ? false : 'real nodes need root',
@@ -50,6 +46,7 @@ describe('opkit build --load and deploy run the operator on a real node', {
   const dir = join(tmp.dir, 'db-op');
   const cluster = `h-deploy-${process.pid}`;
   let kubeconfig = '';
+  let realCluster: { kubeconfig: string; down(): Promise<void> } | undefined;
   let client: RestClient | undefined;
   const kubectl = (...args: string[]) =>
     spawnSync('kubectl', ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -58,23 +55,13 @@ describe('opkit build --load and deploy run the operator on a real node', {
     mkdirSync(dir);
     await scaffold(dir);
     expectOk('generate', await opkitProcess(dir, ['generate']));
-    const up = await opkitProcess(dir, [
-      'cluster',
-      'up',
-      '--name',
-      cluster,
-      '--nodes',
-      '1',
-      '--real-nodes',
-      '1',
-    ]);
-    expectOk('cluster up', up);
-    kubeconfig = up.stdout.trim().split('\n').at(-1)!;
+    realCluster = await upRealCluster(dir, cluster);
+    kubeconfig = realCluster.kubeconfig;
     client = createClient(loadConfig({ kubeconfig }), { fieldManager: 'real-deploy-test' });
   });
   after(async () => {
     client?.close();
-    await opkitProcess(dir, ['cluster', 'down', '--name', cluster]);
+    await realCluster?.down();
     tmp[Symbol.dispose]();
   });
 

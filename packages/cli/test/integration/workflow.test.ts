@@ -29,7 +29,7 @@ import {
   ServiceAccounts,
 } from '@opkit/runtime';
 import { parse } from 'yaml';
-import { MAIN, opkitProcess, REPO_ROOT, read, readYaml, run, tempDir } from '../helpers.ts';
+import { expectOk, MAIN, opkitProcess, REPO_ROOT, read, readYaml, run, tempDir } from '../helpers.ts';
 
 type Database = KubeObject & {
   spec: { size?: number };
@@ -72,10 +72,6 @@ async function eventually<T>(
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-}
-
-function expectOk(step: string, r: { code: number; stdout: string; stderr: string }): void {
-  assert.equal(r.code, 0, `${step} failed (exit ${r.code}):\n${r.stdout}\n${r.stderr}`);
 }
 
 describe('opkit workflow, from nothing to a deployed operator', { timeout: 900_000 }, () => {

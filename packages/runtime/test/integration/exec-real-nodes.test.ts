@@ -20,6 +20,7 @@ import {
   ServiceAccounts,
 } from '../../src/api/builtin.ts';
 import {
+  ApiError,
   createClient,
   ForbiddenError,
   loadConfig,
@@ -38,6 +39,7 @@ import {
 } from '../../src/exec/index.ts';
 import { MetricsRegistry } from '../../src/metrics/registry.ts';
 import { eventually } from '../../src/testing/eventually.ts';
+import { FakeClient, FakePodExecutor } from '../../src/testing/index.ts';
 
 const NS = 'exec';
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
@@ -175,6 +177,46 @@ describe('PodExecutor on a real node', { timeout: 900_000, skip: needsRoot }, ()
     });
   });
 
+  test('FakePodExecutor refuses the same execs with the same errors, given the same pods', async () => {
+    const pods = await client.list(Pods, { namespace: NS });
+    const fake = new FakePodExecutor({
+      client: new FakeClient({ objects: pods.items.map((object) => ({ resource: Pods, object })) }),
+    }).on({}, { stdout: 'ran' });
+    const cases: [string, { container?: string }][] = [
+      ['missing', {}],
+      ['shell', { container: 'nope' }],
+      ['never-starts', {}],
+    ];
+    for (const [name, opts] of cases) {
+      const real = await exec
+        .exec({ namespace: NS, name }, { ...opts, command: ['true'] })
+        .catch((e: unknown) => e);
+      const faked = await fake
+        .exec({ namespace: NS, name }, { ...opts, command: ['true'] })
+        .catch((e: unknown) => e);
+      assert.ok(
+        real instanceof ApiError && faked instanceof ApiError,
+        `${name}: ${String(real)} / ${String(faked)}`,
+      );
+      assert.equal(faked.constructor, real.constructor, name);
+      assert.equal(faked.message, real.message, name);
+      assert.equal(faked.code, real.code, name);
+    }
+    assert.equal((await fake.exec(pod, { command: ['true'] })).stdout, 'ran');
+  });
+
+  test('concurrent execs each get their own output and exit code', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        exec.exec(pod, { command: ['sh', '-c', `for j in 1 2 3; do echo ${i}-$j; done; exit ${i % 5}`] }),
+      ),
+    );
+    results.forEach((r, i) => {
+      assert.equal(r.stdout, `${i}-1\n${i}-2\n${i}-3\n`);
+      assert.equal(r.exitCode, i % 5);
+    });
+  });
+
   test('a pod on a kwok node: NodeUnreachableError with the API server message', async () => {
     await assert.rejects(
       exec.exec({ namespace: NS, name: 'simulated' }, { command: ['true'] }),
@@ -186,7 +228,7 @@ describe('PodExecutor on a real node', { timeout: 900_000, skip: needsRoot }, ()
     );
   });
 
-  test('without pods/exec RBAC: ForbiddenError naming the verbs; granting them makes it work', async () => {
+  test('without pods/exec RBAC: ForbiddenError naming the verbs; granting them makes it work (token, impersonation, exec plugin)', async () => {
     await client.create(ServiceAccounts, { metadata: { namespace: NS, name: 'ops' } });
     // A ServiceAccount token (TokenRequest), used as a bearer token.
     const request = await client.transport.request<{ status: { token: string } }>({
@@ -206,8 +248,22 @@ describe('PodExecutor on a real node', { timeout: 900_000, skip: needsRoot }, ()
     const impersonating = structuredClone(admin);
     impersonating.users[0].user.as = `system:serviceaccount:${NS}:ops`;
     writeFileSync(join(dir, 'impersonating'), stringify(impersonating));
+    // The same token from an exec credential plugin (applied through client-node).
+    const plugin = join(dir, 'credential-plugin.sh');
+    const credential = {
+      apiVersion: 'client.authentication.k8s.io/v1',
+      kind: 'ExecCredential',
+      status: { token: request.status.token },
+    };
+    writeFileSync(plugin, `#!/bin/sh\necho '${JSON.stringify(credential)}'\n`, { mode: 0o755 });
+    const withPlugin = structuredClone(admin);
+    withPlugin.users[0].user = {
+      exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' },
+    };
+    writeFileSync(join(dir, 'plugin'), stringify(withPlugin));
+    const files = ['token', 'impersonating', 'plugin'];
 
-    for (const file of ['token', 'impersonating']) {
+    for (const file of files) {
       const asOps = newPodExecutor(loadConfig({ kubeconfig: join(dir, file) }));
       await assert.rejects(asOps.exec(pod, { command: ['true'] }), (e: unknown) => {
         assert.ok(e instanceof ForbiddenError, `${file}: ${String(e)}`);
@@ -226,7 +282,7 @@ describe('PodExecutor on a real node', { timeout: 900_000, skip: needsRoot }, ()
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'exec' },
       subjects: [{ kind: 'ServiceAccount', name: 'ops', namespace: NS }],
     });
-    for (const file of ['token', 'impersonating']) {
+    for (const file of files) {
       const asOps = newPodExecutor(loadConfig({ kubeconfig: join(dir, file) }));
       // RBAC changes reach the authorizer's cache within moments.
       const result = await eventually(`${file}: exec once granted`, () =>

@@ -59,7 +59,6 @@ interface ExecRequest {
   /** "namespace/name", for messages. */
   pod: string;
   namespace: string;
-  command: readonly string[];
   stdin: Buffer | undefined;
   signal: AbortSignal;
 }
@@ -120,7 +119,6 @@ class WebSocketPodExecutor implements PodExecutor {
         }),
       pod: `${namespace}/${key.name}`,
       namespace,
-      command: opts.command,
       stdin: stdin === undefined ? undefined : Buffer.from(stdin.buffer, stdin.byteOffset, stdin.byteLength),
       signal: controller.signal,
     };

@@ -4,7 +4,9 @@
  * its health.sh (the probes), its postgresql.conf (rendered with this machine's port, socket and config
  * directory instead of the pod's) and pg_hba.conf, with the environment the StatefulSet gives the
  * containers (credentials from the Secret the operator generates; PRIMARY_HOST/PORT point at another
- * local instance instead of `<pod>.<name>-headless:5432`).
+ * local instance instead of `<pod>.<name>-headless:5432`). TLS: a CA and a server certificate made by the
+ * operator's own code (tls/pki.ts) for the names the pods' certificate holds, plus 127.0.0.1 (what
+ * PRIMARY_HOST is here), in each instance's `tls` directory as the Secret volume gives them to the pod.
  *
  * Needs the PostgreSQL server binaries (Debian: apt-get install postgresql). Postgres refuses to run as
  * root: as root, every process runs as the `postgres` OS user the package creates.
@@ -20,6 +22,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -35,6 +38,7 @@ import {
   SECRET_KEYS,
   withDefaults,
 } from '../../src/controllers/database/desired/index.ts';
+import { serverHosts } from '../../src/controllers/database/desired/tls.ts';
 import {
   POSTGRES_FILES,
   type PostgresPaths,
@@ -42,6 +46,11 @@ import {
   postgresPreStopCommand,
 } from '../../src/controllers/database/engines/index.ts';
 import { parseInstanceReport } from '../../src/controllers/database/engines/postgres/report.ts';
+import {
+  type CertificatePem,
+  generateCa,
+  issueServerCertificate,
+} from '../../src/controllers/database/tls/pki.ts';
 
 /** The newest installed PostgreSQL with the tools the pods use. */
 function findPgBin(): string | undefined {
@@ -129,6 +138,8 @@ export class Cluster {
   readonly tmp: string;
   readonly secret: Record<string, string>;
   readonly instances: Instance[] = [];
+  /** The Database's CA and server certificate (made at the first instance()). */
+  tls: { ca: CertificatePem; server: CertificatePem } | undefined;
 
   constructor(db: Database) {
     this.db = db;
@@ -201,17 +212,41 @@ export class Cluster {
       pgdata: join(root, 'data', 'pgdata'),
       configDir,
       socketDir,
-      paths: { port, configDir, socketDir, listenAddresses: '127.0.0.1' },
+      paths: { port, configDir, socketDir, listenAddresses: '127.0.0.1', tlsDir: join(root, 'tls') },
       log: join(root, 'postgres.log'),
       terminationLog: join(root, 'termination-log'),
     };
-    for (const dir of [root, join(root, 'data'), configDir, socketDir]) this.mkdirOwned(dir);
+    for (const dir of [root, join(root, 'data'), configDir, socketDir, inst.paths.tlsDir])
+      this.mkdirOwned(dir);
+    await this.writeTls(inst);
     const conf = postgresConf(withDefaults(this.db), inst.paths);
     this.writeOwned(join(configDir, POSTGRES_FILES.conf), conf, 0o444);
     this.writeOwned(join(configDir, POSTGRES_FILES.hba), this.file(POSTGRES_FILES.hba), 0o444);
     this.writeOwned(join(configDir, POSTGRES_FILES.health), this.file(POSTGRES_FILES.health), 0o444);
     this.instances.push(inst);
     return inst;
+  }
+
+  /**
+   * The server certificate Secret's files in the instance's tls directory, owned by the server's user,
+   * the key 0600 (the pod's are root:999 0640 from the kubelet, which PostgreSQL accepts as well).
+   * `server`: another certificate (a renewal).
+   */
+  async writeTls(inst: Instance, server?: CertificatePem): Promise<void> {
+    if (!this.tls) {
+      const ca = await generateCa('shop/test');
+      this.tls = {
+        ca,
+        server: await issueServerCertificate(ca, [...serverHosts(withDefaults(this.db)), '127.0.0.1']),
+      };
+    }
+    const dir = inst.paths.tlsDir;
+    this.writeOwned(join(dir, 'tls.crt.new'), (server ?? this.tls.server).certPem, 0o600);
+    this.writeOwned(join(dir, 'tls.key.new'), (server ?? this.tls.server).keyPem, 0o600);
+    this.writeOwned(join(dir, 'ca.crt'), this.tls.ca.certPem, 0o644);
+    // Replaced whole, as the kubelet swaps the Secret volume's files.
+    renameSync(join(dir, 'tls.crt.new'), join(dir, 'tls.crt'));
+    renameSync(join(dir, 'tls.key.new'), join(dir, 'tls.key'));
   }
 
   /** The environment the StatefulSet gives the containers, with this machine's hosts and paths. */
@@ -224,6 +259,7 @@ export class Cluster {
       PGPORT: String(inst.port),
       CONFIG_FILE: join(inst.configDir, POSTGRES_FILES.conf),
       PASSFILE: join(inst.socketDir, 'pgpass'),
+      TLS_CA_FILE: join(inst.paths.tlsDir, 'ca.crt'),
       POD_NAME: inst.pod,
       PRIMARY_POD: record.primary.pod,
       PRIMARY_HOST: '127.0.0.1',
@@ -362,6 +398,18 @@ export class Cluster {
       'psql',
       ['-X', '-q', '-w', '-h', '127.0.0.1', '-p', String(inst.port), '-U', user, '-d', dbname, '-tAc', sql],
       { PGPASSWORD: password },
+    );
+  }
+
+  /**
+   * psql with a libpq connection string (as an application connects), the password in PGPASSWORD;
+   * `HOME` is the cluster's directory, so no ~/.postgresql/root.crt of this machine plays a part.
+   */
+  connect(conninfo: string, sql: string, password = ''): Promise<Result> {
+    return this.run(
+      'psql',
+      ['-X', '-q', '-w', '-tA', '-d', conninfo, '-c', sql],
+      password ? { PGPASSWORD: password } : {},
     );
   }
 

@@ -228,9 +228,10 @@ export class Cluster {
   }
 
   /**
-   * The server certificate Secret's files in the instance's tls directory, owned by the server's user,
-   * the key 0600 (the pod's are root:999 0640 from the kubelet, which PostgreSQL accepts as well).
-   * `server`: another certificate (a renewal).
+   * The server certificate Secret's files in the instance's tls directory as the kubelet makes them in
+   * the pod (defaultMode 0640, fsGroup 999): owned by root, group the server's, 0640, which PostgreSQL
+   * accepts for a root-owned key. Not root: the server's user owns them, 0600. Replaced whole, as the
+   * kubelet swaps the Secret volume's files. `server`: another certificate (a renewal).
    */
   async writeTls(inst: Instance, server?: CertificatePem): Promise<void> {
     if (!this.tls) {
@@ -241,12 +242,18 @@ export class Cluster {
       };
     }
     const dir = inst.paths.tlsDir;
-    this.writeOwned(join(dir, 'tls.crt.new'), (server ?? this.tls.server).certPem, 0o600);
-    this.writeOwned(join(dir, 'tls.key.new'), (server ?? this.tls.server).keyPem, 0o600);
-    this.writeOwned(join(dir, 'ca.crt'), this.tls.ca.certPem, 0o644);
-    // Replaced whole, as the kubelet swaps the Secret volume's files.
-    renameSync(join(dir, 'tls.crt.new'), join(dir, 'tls.crt'));
-    renameSync(join(dir, 'tls.key.new'), join(dir, 'tls.key'));
+    const cert = server ?? this.tls.server;
+    const files: [string, string][] = [
+      ['tls.crt', cert.certPem],
+      ['tls.key', cert.keyPem],
+      ['ca.crt', this.tls.ca.certPem],
+    ];
+    for (const [name, text] of files) {
+      const tmp = join(dir, `.${name}.new`);
+      writeFileSync(tmp, text, { mode: IDS ? 0o640 : 0o600 });
+      if (IDS) chownSync(tmp, 0, IDS.gid);
+      renameSync(tmp, join(dir, name));
+    }
   }
 
   /** The environment the StatefulSet gives the containers, with this machine's hosts and paths. */

@@ -400,6 +400,35 @@ describe('reconcile: the TLS Secrets', () => {
     assert.ok('facts' in i && i.facts.signedByCa, 'the server certificate follows the new CA');
   });
 
+  test('Retain: a new Database of the same name adopts the retained CA unchanged; only the server certificate is new', async () => {
+    await create();
+    await reconcile();
+    const ca = get('orders-ca');
+    const oldServer = get('orders-server')?.data?.['tls.crt'];
+    // The Database deleted: the garbage collector takes what it controls, the CA stays (no owner).
+    await client.delete(Databases.resource, KEY);
+    for (const n of ['orders-server', 'orders-app', 'orders-credentials'])
+      if (get(n)?.metadata.ownerReferences?.length) await client.delete(Secrets, { namespace: NS, name: n });
+    assert.ok(get('orders-ca'));
+    await create();
+    await reconcile();
+    assert.equal(
+      get('orders-ca')?.data?.['ca.crt'],
+      ca?.data?.['ca.crt'],
+      'the same CA: clients keep trusting it',
+    );
+    assert.equal(
+      get('orders-ca')?.metadata.resourceVersion,
+      ca?.metadata.resourceVersion,
+      'not even rewritten',
+    );
+    assert.notEqual(get('orders-server')?.data?.['tls.crt'], oldServer);
+    const s = decoded(get('orders-server'));
+    const i = inspectCertificate(s['tls.crt'], s['tls.key'], decoded(ca)['ca.crt']);
+    assert.ok('facts' in i && i.facts.signedByCa);
+    assert.ok(!recorder.events.some((e) => e.reason === 'CARegenerated'));
+  });
+
   test('MySQL gets none of them', async () => {
     await create({ engine: 'mysql', version: '8.4' });
     await reconcile();

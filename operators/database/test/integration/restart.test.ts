@@ -337,4 +337,55 @@ describe('Database operator: a separate process with least-privilege RBAC, kille
     assert.equal(await proc.exited, 0);
     await assertNoPasswordsLeaked();
   });
+
+  test('postgres TLS under the same RBAC: the CA, server certificate and app Secret created, the certificate reissued by patch; no password in the logs', async () => {
+    const proc = operator();
+    const name = 'tls-db';
+    const key = { namespace: NS, name };
+    const get = (n: string) => client().get(Secrets, { namespace: NS, name: `${name}-${n}` });
+    await client().create(
+      Databases.resource,
+      sample(NS, name, { engine: 'postgres', version: '16', storage: '1Gi', replicas: 1 }),
+    );
+    const first = await eventually(
+      'the TLS Secrets',
+      async () => {
+        try {
+          const [ca, server, app] = [await get('ca'), await get('server'), await get('app')];
+          return ca.data?.['ca.crt'] && server.data?.['tls.crt'] && app.data?.uri
+            ? { ca, server, app }
+            : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      60_000,
+    );
+    assert.equal(first.ca.metadata.ownerReferences, undefined, 'Retain: the CA stays with the data');
+    assert.equal(first.server.type, 'kubernetes.io/tls');
+    const creds = await get('credentials');
+    assert.equal(first.app.data?.password, creds.data?.['app-password']);
+    await client().patch(Databases.resource, key, { type: 'merge', body: { spec: { replicas: 2 } } });
+    const reissued = await eventually(
+      'the server certificate reissued for the new pod',
+      async () => {
+        const s = await get('server');
+        return s.data?.['tls.crt'] !== first.server.data?.['tls.crt'] ? s : undefined;
+      },
+      60_000,
+    );
+    assert.equal((await get('ca')).data?.['ca.crt'], first.ca.data?.['ca.crt'], 'the same CA');
+    assert.equal(reissued.data?.['ca.crt'], first.ca.data?.['ca.crt']);
+    assert.doesNotMatch(proc.output(), /forbidden/i, 'RBAC denied something');
+    const output = proc.output();
+    for (const k of ['app-password', 'admin-password', 'replication-password']) {
+      const plain = Buffer.from(creds.data?.[k] ?? '', 'base64').toString();
+      assert.ok(plain.length >= 24);
+      assert.ok(!output.includes(plain), `${k} in the operator's output`);
+    }
+    assert.ok(!output.includes('PRIVATE KEY'), "a private key in the operator's output");
+    await client().delete(Databases.resource, key);
+    proc.child.kill('SIGTERM');
+    assert.equal(await proc.exited, 0);
+  });
 });

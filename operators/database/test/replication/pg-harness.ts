@@ -4,7 +4,9 @@
  * its health.sh (the probes), its postgresql.conf (rendered with this machine's port, socket and config
  * directory instead of the pod's) and pg_hba.conf, with the environment the StatefulSet gives the
  * containers (credentials from the Secret the operator generates; PRIMARY_HOST/PORT point at another
- * local instance instead of `<pod>.<name>-headless:5432`).
+ * local instance instead of `<pod>.<name>-headless:5432`). TLS: a CA and a server certificate made by the
+ * operator's own code (tls/pki.ts) for the names the pods' certificate holds, plus 127.0.0.1 (what
+ * PRIMARY_HOST is here), in each instance's `tls` directory as the Secret volume gives them to the pod.
  *
  * Needs the PostgreSQL server binaries (Debian: apt-get install postgresql). Postgres refuses to run as
  * root: as root, every process runs as the `postgres` OS user the package creates.
@@ -20,6 +22,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -35,6 +38,7 @@ import {
   SECRET_KEYS,
   withDefaults,
 } from '../../src/controllers/database/desired/index.ts';
+import { serverHosts } from '../../src/controllers/database/desired/tls.ts';
 import {
   POSTGRES_FILES,
   type PostgresPaths,
@@ -42,6 +46,11 @@ import {
   postgresPreStopCommand,
 } from '../../src/controllers/database/engines/index.ts';
 import { parseInstanceReport } from '../../src/controllers/database/engines/postgres/report.ts';
+import {
+  type CertificatePem,
+  generateCa,
+  issueServerCertificate,
+} from '../../src/controllers/database/tls/pki.ts';
 
 /** The newest installed PostgreSQL with the tools the pods use. */
 function findPgBin(): string | undefined {
@@ -129,6 +138,8 @@ export class Cluster {
   readonly tmp: string;
   readonly secret: Record<string, string>;
   readonly instances: Instance[] = [];
+  /** The Database's CA and server certificate (made at the first instance()). */
+  tls: { ca: CertificatePem; server: CertificatePem } | undefined;
 
   constructor(db: Database) {
     this.db = db;
@@ -201,17 +212,48 @@ export class Cluster {
       pgdata: join(root, 'data', 'pgdata'),
       configDir,
       socketDir,
-      paths: { port, configDir, socketDir, listenAddresses: '127.0.0.1' },
+      paths: { port, configDir, socketDir, listenAddresses: '127.0.0.1', tlsDir: join(root, 'tls') },
       log: join(root, 'postgres.log'),
       terminationLog: join(root, 'termination-log'),
     };
-    for (const dir of [root, join(root, 'data'), configDir, socketDir]) this.mkdirOwned(dir);
+    for (const dir of [root, join(root, 'data'), configDir, socketDir, inst.paths.tlsDir])
+      this.mkdirOwned(dir);
+    await this.writeTls(inst);
     const conf = postgresConf(withDefaults(this.db), inst.paths);
     this.writeOwned(join(configDir, POSTGRES_FILES.conf), conf, 0o444);
     this.writeOwned(join(configDir, POSTGRES_FILES.hba), this.file(POSTGRES_FILES.hba), 0o444);
     this.writeOwned(join(configDir, POSTGRES_FILES.health), this.file(POSTGRES_FILES.health), 0o444);
     this.instances.push(inst);
     return inst;
+  }
+
+  /**
+   * The server certificate Secret's files in the instance's tls directory as the kubelet makes them in
+   * the pod (defaultMode 0640, fsGroup 999): owned by root, group the server's, 0640, which PostgreSQL
+   * accepts for a root-owned key. Not root: the server's user owns them, 0600. Replaced whole, as the
+   * kubelet swaps the Secret volume's files. `server`: another certificate (a renewal).
+   */
+  async writeTls(inst: Instance, server?: CertificatePem): Promise<void> {
+    if (!this.tls) {
+      const ca = await generateCa('shop/test');
+      this.tls = {
+        ca,
+        server: await issueServerCertificate(ca, [...serverHosts(withDefaults(this.db)), '127.0.0.1']),
+      };
+    }
+    const dir = inst.paths.tlsDir;
+    const cert = server ?? this.tls.server;
+    const files: [string, string][] = [
+      ['tls.crt', cert.certPem],
+      ['tls.key', cert.keyPem],
+      ['ca.crt', this.tls.ca.certPem],
+    ];
+    for (const [name, text] of files) {
+      const tmp = join(dir, `.${name}.new`);
+      writeFileSync(tmp, text, { mode: IDS ? 0o640 : 0o600 });
+      if (IDS) chownSync(tmp, 0, IDS.gid);
+      renameSync(tmp, join(dir, name));
+    }
   }
 
   /** The environment the StatefulSet gives the containers, with this machine's hosts and paths. */
@@ -224,6 +266,7 @@ export class Cluster {
       PGPORT: String(inst.port),
       CONFIG_FILE: join(inst.configDir, POSTGRES_FILES.conf),
       PASSFILE: join(inst.socketDir, 'pgpass'),
+      TLS_CA_FILE: join(inst.paths.tlsDir, 'ca.crt'),
       POD_NAME: inst.pod,
       PRIMARY_POD: record.primary.pod,
       PRIMARY_HOST: '127.0.0.1',
@@ -362,6 +405,18 @@ export class Cluster {
       'psql',
       ['-X', '-q', '-w', '-h', '127.0.0.1', '-p', String(inst.port), '-U', user, '-d', dbname, '-tAc', sql],
       { PGPASSWORD: password },
+    );
+  }
+
+  /**
+   * psql with a libpq connection string (as an application connects), the password in PGPASSWORD;
+   * `HOME` is the cluster's directory, so no ~/.postgresql/root.crt of this machine plays a part.
+   */
+  connect(conninfo: string, sql: string, password = ''): Promise<Result> {
+    return this.run(
+      'psql',
+      ['-X', '-q', '-w', '-tA', '-d', conninfo, '-c', sql],
+      password ? { PGPASSWORD: password } : {},
     );
   }
 

@@ -50,7 +50,15 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
     const here = postgresConf(withDefaults(db), primary.paths).split('\n');
     assert.equal(pod.length, here.length);
     const differing = pod.filter((line, i) => line !== here[i]).map((l) => l.split(' = ')[0]);
-    assert.deepEqual(differing.sort(), ['hba_file', 'listen_addresses', 'port', 'unix_socket_directories']);
+    assert.deepEqual(differing.sort(), [
+      'hba_file',
+      'listen_addresses',
+      'port',
+      'ssl_ca_file',
+      'ssl_cert_file',
+      'ssl_key_file',
+      'unix_socket_directories',
+    ]);
   });
 
   test('the scripts get every variable they require from the StatefulSet', () => {

@@ -131,6 +131,9 @@ describe('the bundle', () => {
       readWrite: 'orders',
       readOnly: 'orders-ro',
       secret: 'orders-credentials',
+      caSecret: 'orders-ca',
+      serverSecret: 'orders-server',
+      appSecret: 'orders-app',
       configMap: 'orders-config',
       podDisruptionBudget: 'orders',
     });

@@ -95,7 +95,7 @@ describe('postgresql.conf', () => {
     assert.equal(pgQuote('a\\b'), "'a\\\\b'");
   });
 
-  test('pg_hba.conf: the superuser only by the local socket, replication and the application user by SCRAM, nothing else', () => {
+  test('pg_hba.conf: the superuser only by the local socket, replication and the application user by SCRAM over TLS, nothing else', () => {
     const hba = pgHbaConf({ appUser: 'app', appDatabase: 'shop' });
     const rules = hba
       .split('\n')
@@ -104,18 +104,23 @@ describe('postgresql.conf', () => {
     assert.deepEqual(rules, [
       ['local', 'all', '"postgres"', 'peer'],
       ['host', 'all', '"postgres"', 'all', 'reject'],
-      ['host', 'replication', '"replicator"', 'all', 'scram-sha-256'],
-      ['host', 'postgres', '"replicator"', 'all', 'scram-sha-256'],
+      ['hostssl', 'replication', '"replicator"', 'all', 'scram-sha-256'],
+      ['hostssl', 'postgres', '"replicator"', 'all', 'scram-sha-256'],
       ['local', '"shop"', '"app"', 'scram-sha-256'],
-      ['host', '"shop"', '"app"', 'all', 'scram-sha-256'],
+      ['hostssl', '"shop"', '"app"', 'all', 'scram-sha-256'],
       ['local', 'all', 'all', 'reject'],
       ['host', 'all', 'all', 'all', 'reject'],
     ]);
     assert.doesNotMatch(hba, /trust|md5|password\b/);
     assert.doesNotMatch(hba, /^host\s+all\s+all\s+all\s+scram/m);
+    // Over TCP, only TLS lets anyone in: every accepting TCP rule is hostssl.
+    assert.deepEqual(
+      rules.filter((r) => r[0]?.startsWith('host') && r.at(-1) !== 'reject').map((r) => r[0]),
+      ['hostssl', 'hostssl', 'hostssl'],
+    );
     // The Database's names, taken literally.
     const cm = configMap(database('postgres', { username: 'all', databaseName: 'my"db' }));
-    assert.match(cm.data?.['pg_hba.conf'] ?? '', /^host\s+"my""db"\s+"all"\s+all\s+scram-sha-256$/m);
+    assert.match(cm.data?.['pg_hba.conf'] ?? '', /^hostssl\s+"my""db"\s+"all"\s+all\s+scram-sha-256$/m);
   });
 
   test('the ConfigMap carries the config files and scripts, and nothing secret', () => {

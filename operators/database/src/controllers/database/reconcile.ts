@@ -97,13 +97,20 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
-import { DERIVED_SECRET_KEYS } from './desired/names.ts';
+import { childNames, DERIVED_SECRET_KEYS } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
+import {
+  ensureAppSecret,
+  ensureTls,
+  type SecretOwnership,
+  type SecretStore,
+  type TlsState,
+} from './tls/step.ts';
 
 const DERIVED: ReadonlySet<string> = new Set(Object.values(DERIVED_SECRET_KEYS));
 
@@ -292,6 +299,10 @@ class Run {
   storage: StorageReport = emptyStorageReport();
   /** The engine's cluster record and its instances' reports (postgres). */
   cluster: ClusterObservation | undefined;
+  /** The credentials Secret's plain values once the Secret step ran (for `<name>-app`). */
+  credentials: Record<string, string> | undefined;
+  /** The CA and the server certificate's renewal time once the TLS step ran. */
+  tlsState: TlsState | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
@@ -444,9 +455,12 @@ class Run {
    * is its controller (it goes with the Database and the data); under Retain nothing that is deleted with
    * the Database references it (it stays with the PVCs). `null` removes them all.
    */
-  secretOwners(existing: Secret): OwnerReference[] | null | undefined {
+  secretOwners(
+    existing: Secret,
+    controlled = this.spec.spec.deletionPolicy === 'Delete',
+  ): OwnerReference[] | null | undefined {
     const refs = existing.metadata.ownerReferences ?? [];
-    if (this.spec.spec.deletionPolicy === 'Delete') {
+    if (controlled) {
       if (isControlledBy(existing, this.db)) return undefined;
       const copy = { metadata: { namespace: this.ns, ownerReferences: structuredClone(refs) } } as Secret;
       return setControllerReference(this.db, copy, Databases.resource).metadata.ownerReferences ?? [];
@@ -474,6 +488,7 @@ class Run {
           const created = await this.client.create(Secrets, desired, { signal: this.signal });
           this.normal('Created', 'Create', `Created Secret ${name}`, withTypeMeta(Secrets, created));
           this.secretName = name;
+          this.credentials = decodeAll(full);
           return;
         } catch (err) {
           if (!(err instanceof AlreadyExistsError)) throw err;
@@ -492,6 +507,10 @@ class Run {
         delete addString[k];
       }
       const keys = [...new Set([...Object.keys(add), ...Object.keys(addString)])].sort();
+      this.credentials = {
+        ...decodeAll(existing),
+        ...decodeAll({ data: add, stringData: addString } as Secret),
+      };
       if (keys.length === 0 && owners === undefined) return;
       await this.client.patch(
         Secrets,
@@ -541,6 +560,87 @@ class Run {
         );
       }
     });
+  }
+
+  /** The SecretStore of the TLS step: ownership checked, created or merge-patched (RBAC: no update). */
+  secretStore(): SecretStore {
+    return {
+      live: async (name) => {
+        const cached = await this.deps.reader.get(Secrets, { namespace: this.ns, name });
+        // The cache hides unlabelled Secrets: the API decides whether there is one before a create.
+        const live = cached ? withTypeMeta(Secrets, cached) : await this.fresh(Secrets, name);
+        if (live) checkOwnership('Secret', live, this.db);
+        return live;
+      },
+      put: (desired, existing, ownership) => this.putSecret(desired, existing, ownership),
+      normal: (reason, note, related) => this.normal(reason, 'Update', note, related),
+      warning: (reason, note, related) => this.warning(reason, 'Update', note, related),
+    };
+  }
+
+  /** Creates a Secret, or patches the keys whose value differs and the ownerReferences. Key names only in events. */
+  async putSecret(
+    desired: Secret,
+    existing: Secret | undefined,
+    ownership: SecretOwnership,
+  ): Promise<string[]> {
+    const name = desired.metadata.name ?? '';
+    const controlled = ownership === 'controller' || this.spec.spec.deletionPolicy === 'Delete';
+    if (!existing) {
+      const created = await this.client.create(Secrets, controlled ? this.own(desired) : desired, {
+        signal: this.signal,
+      });
+      this.normal('Created', 'Create', `Created Secret ${name}`, withTypeMeta(Secrets, created));
+      return Object.keys(desired.data ?? {});
+    }
+    const data: Record<string, string> = {};
+    for (const [k, v] of Object.entries(desired.data ?? {})) if (existing.data?.[k] !== v) data[k] = v;
+    const owners = this.secretOwners(existing, controlled);
+    const keys = Object.keys(data).sort();
+    if (keys.length === 0 && owners === undefined) return [];
+    await this.client.patch(
+      Secrets,
+      { namespace: this.ns, name },
+      {
+        type: 'merge',
+        body: {
+          // On top of the version the decision was made on: a concurrent change is a conflict (retried).
+          metadata: {
+            uid: existing.metadata.uid,
+            resourceVersion: existing.metadata.resourceVersion,
+            ...(owners !== undefined ? { ownerReferences: owners } : {}),
+          },
+          ...(keys.length ? { data } : {}),
+        },
+      },
+      { signal: this.signal },
+    );
+    if (keys.length > 0)
+      this.normal(
+        'Updated',
+        'Update',
+        `Updated Secret ${name}: ${keys.join(', ')}`,
+        withTypeMeta(Secrets, existing),
+      );
+    return keys;
+  }
+
+  /** postgres: the CA, the server certificate (tls/step.ts). */
+  async tls(): Promise<void> {
+    if (!engineFor(this.spec.spec.engine).tls) return;
+    const name = childNames(this.spec).serverSecret;
+    this.tlsState = await this.step('Secret', name, () =>
+      ensureTls(this.secretStore(), this.spec, this.deps.now?.() ?? new Date()),
+    );
+  }
+
+  /** postgres: `<name>-app`, once the credentials and the CA are known. */
+  async appSecret(): Promise<void> {
+    if (!this.tlsState || !this.credentials) return;
+    const { credentials, tlsState } = this;
+    await this.step('Secret', childNames(this.spec).appSecret, () =>
+      ensureAppSecret(this.secretStore(), this.spec, credentials, tlsState.caCertPem),
+    );
   }
 
   /**
@@ -835,7 +935,14 @@ export async function reconcileDatabase(
     // Database takes three round trips instead of eight); the StatefulSet only once the Secret and the
     // ConfigMap its pods mount exist, and never when either step failed.
     await run.observeCluster();
-    const [, hash] = await allInOrder([run.secret(), run.config(), run.services(), run.pdb()] as const);
+    const [, , hash] = await allInOrder([
+      run.secret(),
+      run.tls(),
+      run.config(),
+      run.services(),
+      run.pdb(),
+    ] as const);
+    await run.appSecret();
     await run.statefulSetStep(hash);
     if (!run.recreating && run.storage.expanded.length === 0 && run.storage.failed.length === 0) {
       // Claims created from an older (smaller) template, or expansion still in progress.
@@ -889,7 +996,21 @@ export async function reconcileDatabase(
   // The StatefulSet is being deleted (orphan) to be recreated: its deletion event wakes us, but check
   // again in a while in case the garbage collector is slow.
   if (run.recreating) return requeueAfter(5_000);
+  // The server certificate's renewal, when it falls before the next periodic resync could come.
+  const renewIn =
+    (run.tlsState?.renewAt?.getTime() ?? Number.POSITIVE_INFINITY) - (deps.now?.() ?? new Date()).getTime();
+  if (renewIn < RENEWAL_LOOKAHEAD_MS) return requeueAfter(Math.max(renewIn, 1_000));
   return;
+}
+
+/** A reconcile returns a requeue for a server certificate renewal due within this time. */
+const RENEWAL_LOOKAHEAD_MS = 24 * 60 * 60 * 1000;
+
+/** A Secret's keys, plain (data is base64; stringData plain). */
+function decodeAll(secret: Pick<Secret, 'data' | 'stringData'>): Record<string, string> {
+  const out: Record<string, string> = { ...(secret.stringData ?? {}) };
+  for (const [k, v] of Object.entries(secret.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8');
+  return out;
 }
 
 /** The config hash the reconcile puts on the pod template (the builders' configHash). */

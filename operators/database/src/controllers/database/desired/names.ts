@@ -16,6 +16,12 @@ export interface ChildNames {
   readOnly: string;
   /** Credentials Secret `<name>-credentials`. */
   secret: string;
+  /** postgres: the Database's CA, Secret `<name>-ca` (ca.crt, ca.key). */
+  caSecret: string;
+  /** postgres: the server certificate, Secret `<name>-server` (kubernetes.io/tls: tls.crt, tls.key, ca.crt). */
+  serverSecret: string;
+  /** postgres: how an application connects, Secret `<name>-app` (derived from the credentials and the CA). */
+  appSecret: string;
   /** Engine configuration and scripts `<name>-config`. */
   configMap: string;
   /** PodDisruptionBudget `<name>` (only with replicas > 1). */
@@ -30,6 +36,9 @@ export function childNames(db: KubeObject): ChildNames {
     readWrite: name,
     readOnly: `${name}-ro`,
     secret: `${name}-credentials`,
+    caSecret: `${name}-ca`,
+    serverSecret: `${name}-server`,
+    appSecret: `${name}-app`,
     configMap: `${name}-config`,
     podDisruptionBudget: name,
   };

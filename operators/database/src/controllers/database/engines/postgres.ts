@@ -75,6 +75,14 @@ export const POSTGRES_CREDENTIALS_DIR = '/etc/opkit-credentials';
 /** The in-memory volume of the replication passfile (never on the data volume). */
 export const POSTGRES_RUN_DIR = '/run/opkit';
 export const POSTGRES_PASSFILE = `${POSTGRES_RUN_DIR}/pgpass`;
+/**
+ * Where the server certificate Secret (`<name>-server`: tls.crt, tls.key, ca.crt) is mounted. The
+ * kubelet makes the files root:<fsGroup 999> 0640 (defaultMode 0640, the pod's fsGroup), which
+ * PostgreSQL accepts for a key owned by root (0600 if owned by the server's uid); it updates them in
+ * place when the certificate is renewed, and the credentials sidecar reloads the server.
+ */
+export const POSTGRES_TLS_DIR = '/etc/opkit-tls';
+export const POSTGRES_TLS_FILES = { cert: 'tls.crt', key: 'tls.key', ca: 'ca.crt' } as const;
 
 /** The major version of a spec.version ('16' -> 16, '16.4' -> 16). */
 export function postgresMajor(version: string): number {
@@ -109,6 +117,8 @@ export interface PostgresPaths {
   configDir: string;
   socketDir: string;
   listenAddresses: string;
+  /** Directory holding tls.crt, tls.key and ca.crt (the server certificate Secret's mount). */
+  tlsDir: string;
 }
 
 export const POD_PATHS: PostgresPaths = {
@@ -116,6 +126,7 @@ export const POD_PATHS: PostgresPaths = {
   configDir: CONFIG_DIR,
   socketDir: POSTGRES_SOCKET_DIR,
   listenAddresses: '*',
+  tlsDir: POSTGRES_TLS_DIR,
 };
 
 /** A postgresql.conf string literal. */
@@ -136,6 +147,11 @@ export function managedSettings(paths: PostgresPaths = POD_PATHS): [string, stri
     ['max_wal_senders', '10'],
     ['max_replication_slots', '10'],
     ['hot_standby', 'on'],
+    // TLS always on: pg_hba only lets the application and replication users in over TLS (hostssl).
+    ['ssl', 'on'],
+    ['ssl_cert_file', `${paths.tlsDir}/${POSTGRES_TLS_FILES.cert}`],
+    ['ssl_key_file', `${paths.tlsDir}/${POSTGRES_TLS_FILES.key}`],
+    ['ssl_ca_file', `${paths.tlsDir}/${POSTGRES_TLS_FILES.ca}`],
   ];
 }
 
@@ -146,6 +162,8 @@ export const POSTGRES_SLOT_WAL_BOUND = '1GB';
 export function tunedSettings(db: DefaultedDatabase): [string, string][] {
   const out: [string, string][] = [
     ['password_encryption', 'scram-sha-256'],
+    // spec.parameters may raise it to TLSv1.3.
+    ['ssl_min_protocol_version', 'TLSv1.2'],
     // Each replica streams through a replication slot, which keeps the WAL it has not received yet,
     // bounded: a replica gone for good must not fill the primary's volume. Past the bound its slot is
     // invalidated and the replica is cloned again (instance.sh). Fixed, not derived from spec.storage,
@@ -216,9 +234,10 @@ export interface HbaUsers {
  * pg_hba.conf, first match wins:
  *   - the superuser only through the local socket by peer authentication (the scripts and probes, as
  *     the image's `postgres` OS user); over the network it is rejected whatever the password;
- *   - the replication user, by SCRAM, for replication and for pg_rewind (the postgres database) only;
- *   - the application user, by SCRAM, to its database only (locally or over the network);
- *   - everything else rejected. No `host all all all`.
+ *   - the replication user, over TLS (hostssl) by SCRAM, for replication and for pg_rewind (the postgres
+ *     database) only;
+ *   - the application user, by SCRAM, to its database only: over TLS (hostssl), or the local socket;
+ *   - everything else rejected, TCP without TLS included. No `host all all all`.
  * `network`: where clients come from (`all`: pod CIDRs are not known here).
  */
 export function pgHbaConf(users: HbaUsers, network = 'all'): string {
@@ -230,11 +249,11 @@ export function pgHbaConf(users: HbaUsers, network = 'all'): string {
     ['# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'],
     ['local', 'all', hbaName(admin), '', 'peer'],
     ['host', 'all', hbaName(admin), network, 'reject'],
-    ['host', 'replication', hbaName(repl), network, 'scram-sha-256'],
+    ['hostssl', 'replication', hbaName(repl), network, 'scram-sha-256'],
     // pg_rewind of a replica that diverged reads the primary's files through the postgres database.
-    ['host', 'postgres', hbaName(repl), network, 'scram-sha-256'],
+    ['hostssl', 'postgres', hbaName(repl), network, 'scram-sha-256'],
     ['local', appDb, app, '', 'scram-sha-256'],
-    ['host', appDb, app, network, 'scram-sha-256'],
+    ['hostssl', appDb, app, network, 'scram-sha-256'],
     ['local', 'all', 'all', '', 'reject'],
     ['host', 'all', 'all', network, 'reject'],
   ];
@@ -304,6 +323,8 @@ function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
     valueEnv('PGPORT', POSTGRES_PORT),
     valueEnv('CONFIG_FILE', `${CONFIG_DIR}/${POSTGRES_FILES.conf}`),
     valueEnv('PASSFILE', POSTGRES_PASSFILE),
+    // Replication verifies the primary's certificate and name against the Database's CA.
+    valueEnv('TLS_CA_FILE', `${POSTGRES_TLS_DIR}/${POSTGRES_TLS_FILES.ca}`),
     fieldEnv('POD_NAME', 'metadata.name'),
     // Read when each container starts: a new record reaches the pods without rolling them.
     configEnv('PRIMARY_POD', db, CLUSTER_KEYS.primary),
@@ -327,6 +348,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   const dataMount = { name: VOLUMES.data, mountPath: layout.mountPath };
   const configMount = { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true };
   const runMount = { name: 'run', mountPath: POSTGRES_RUN_DIR };
+  const tlsMount = { name: 'tls', mountPath: POSTGRES_TLS_DIR, readOnly: true };
   const probes = postgresProbes();
   const instance = `${CONFIG_DIR}/${POSTGRES_FILES.instance}`;
   const env = instanceEnv(db, layout);
@@ -335,7 +357,13 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     image: ctx.image,
     command: ['sh', instance, 'bootstrap'],
     env,
-    volumeMounts: [dataMount, configMount, runMount, { name: 'socket', mountPath: POSTGRES_SOCKET_DIR }],
+    volumeMounts: [
+      dataMount,
+      configMount,
+      runMount,
+      tlsMount,
+      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+    ],
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
@@ -349,6 +377,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       dataMount,
       configMount,
       runMount,
+      tlsMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
       { name: 'shm', mountPath: '/dev/shm' },
     ],
@@ -371,11 +400,14 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       valueEnv('CREDENTIALS_DIR', POSTGRES_CREDENTIALS_DIR),
       // The ConfigMap volume (not env): the kubelet updates it in place when spec.replicas changes.
       valueEnv('INSTANCES_FILE', `${CONFIG_DIR}/${CLUSTER_KEYS.instances}`),
+      // A renewed server certificate (updated in place by the kubelet) is loaded with a reload.
+      valueEnv('TLS_DIR', POSTGRES_TLS_DIR),
       secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     ],
     volumeMounts: [
       configMount,
       runMount,
+      tlsMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
       { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
     ],
@@ -396,6 +428,9 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
           items: CREDENTIAL_FILES.map((key) => ({ key, path: key })),
         },
       },
+      // The server certificate: root:999 0640 with the pod's fsGroup (what PostgreSQL requires of a
+      // root-owned key), updated in place by the kubelet when it is renewed.
+      { name: 'tls', secret: { secretName: names.serverSecret, defaultMode: 0o640 } },
       // The replication passfile: in memory, written from the env at every start.
       { name: 'run', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       // The socket directory (the image's is only writable by its postgres user, not by any uid).
@@ -463,4 +498,5 @@ export const postgres: Engine = {
   observe: observePostgres,
   imageProblem: (db) => postgresImageProblem(db.spec.image, db.spec.version),
   derivedSecretData: postgresVerifiers,
+  tls: true,
 };

@@ -114,6 +114,11 @@ export interface Engine {
    * operator: postgres' SCRAM verifiers.
    */
   derivedSecretData?(db: DefaultedDatabase, plain: Readonly<Record<string, string>>): Record<string, string>;
+  /**
+   * TLS by default (postgres): the operator keeps a CA (`<name>-ca`), a server certificate
+   * (`<name>-server`) the pods mount, and the application's connection Secret (`<name>-app`).
+   */
+  readonly tls?: boolean;
   /** Why spec.image cannot run spec.version (checked before the StatefulSet is written), if it cannot. */
   imageProblem?(db: DefaultedDatabase): string | undefined;
 }

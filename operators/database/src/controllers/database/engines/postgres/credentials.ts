@@ -9,9 +9,12 @@
  *   - on the primary, drops the inactive replication slots (`opkit_<pod>`) of pods that spec.replicas no
  *     longer has (INSTANCES_FILE, the ConfigMap's cluster-instances, updated in place by the kubelet):
  *     after a scale-down they would hold WAL up to max_slot_wal_keep_size for nothing.
+ *   - reloads the server (pg_reload_conf) when the mounted server certificate (TLS_DIR: tls.crt, ca.crt)
+ *     changed, which the kubelet does in place when the operator renews it: PostgreSQL loads the new
+ *     certificate and key for new connections, without a restart (existing sessions keep theirs).
  * Over the local socket as the superuser (peer). Logs role names, never a value.
  * `credentials.sh once` does one pass (tests). Env: CREDENTIALS_DIR, PASSFILE, PGHOST, PGPORT;
- * POSTGRES_USER, CREDENTIALS_INTERVAL, INSTANCES_FILE.
+ * POSTGRES_USER, CREDENTIALS_INTERVAL, INSTANCES_FILE, TLS_DIR.
  */
 import { DERIVED_SECRET_KEYS, SECRET_KEYS } from '../../desired/names.ts';
 
@@ -91,12 +94,25 @@ SELECT r.slot_name FROM removed r, LATERAL (SELECT pg_drop_replication_slot(r.sl
 EOSQL
 }
 
+# The certificate files as last loaded: a reload when they change (the first pass reloads once too).
+tls_loaded=''
+reload_tls() {
+  [ -n "\${TLS_DIR:-}" ] && [ -s "$TLS_DIR/tls.crt" ] || return 0
+  sum=$(cat "$TLS_DIR/tls.crt" "$TLS_DIR/ca.crt" 2>/dev/null | cksum)
+  [ "$sum" != "$tls_loaded" ] || return 0
+  if [ "$(sql -c 'SELECT pg_reload_conf()')" = t ]; then
+    [ -z "$tls_loaded" ] || log "server certificate changed: configuration reloaded"
+    tls_loaded=$sum
+  fi
+}
+
 pass() {
   refresh_passfile
   if pg_isready -q -h "$PGHOST" -p "$PGPORT" -U "$user" -d postgres; then
     apply ${SECRET_KEYS.appUsername} ${DERIVED_SECRET_KEYS.appPasswordScram}
     apply ${SECRET_KEYS.replicationUsername} ${DERIVED_SECRET_KEYS.replicationPasswordScram}
     drop_removed_slots
+    reload_tls
   fi
 }
 

@@ -14,8 +14,8 @@
  *       (a fresh clone when that fails); a fresh clone when its replication slot on the primary is
  *       missing or lost its WAL (max_slot_wal_keep_size); otherwise it starts as it is
  * A replica streams through a physical slot of its own (`opkit_<pod>`) with primary_conninfo and
- * primary_slot_name on the server's command line: nothing with a password is written to the data
- * directory (the replication password is in a passfile on an in-memory volume, written from the env).
+ * primary_slot_name on the server's command line, over TLS (sslmode=verify-full against the Database's CA):
+ * nothing with a password is written to the data directory (the replication password is in a passfile on an in-memory volume, written from the env).
  *
  * The outcome goes to the container's termination message (key=value lines, no secret), which the
  * kubelet puts in the pod's status: that is how the operator learns the system identifier and refusals.
@@ -45,7 +45,8 @@ export function slotName(pod: string): string {
 
 /**
  * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, CONFIG_FILE, PGHOST/PGPORT (its own
- * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE; APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
+ * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE, TLS_CA_FILE (the CA replication verifies the
+ * primary's certificate with, sslmode=verify-full); APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
  * REPLICATION_PASSWORD_SCRAM (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
  * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
  */
@@ -58,7 +59,7 @@ export function instanceScript(): string {
 set -eu
 mode=\${1:-start}
 : "\${PGDATA:?}" "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${CONFIG_FILE:?}"
-: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}" "\${PASSFILE:?}"
+: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}" "\${PASSFILE:?}" "\${TLS_CA_FILE:?}"
 cluster_id=\${CLUSTER_SYSTEM_ID:-}
 wait_seconds=\${WAIT_SECONDS:-600}
 repair_wait_seconds=\${REPAIR_WAIT_SECONDS:-30}
@@ -97,9 +98,10 @@ write_passfile() {
   printf '*:*:*:%s:%s\\n' "$REPLICATION_USER" "$escaped" >"$PASSFILE"
   umask "$old_umask"
 }
+# Over TLS, the primary's certificate and name verified against the Database's CA.
 conninfo() {
-  printf 'host=%s port=%s user=%s passfile=%s application_name=%s' \\
-    "$PRIMARY_HOST" "$PRIMARY_PORT" "$REPLICATION_USER" "$PASSFILE" "$POD_NAME"
+  printf 'host=%s port=%s user=%s passfile=%s application_name=%s sslmode=verify-full sslrootcert=%s' \\
+    "$PRIMARY_HOST" "$PRIMARY_PORT" "$REPLICATION_USER" "$PASSFILE" "$POD_NAME" "$TLS_CA_FILE"
 }
 # A replication command on the primary (IDENTIFY_SYSTEM, READ_REPLICATION_SLOT, DROP_REPLICATION_SLOT).
 repl() { psql -X -A -t -q -w -v ON_ERROR_STOP=1 -d "$(conninfo) dbname=replication replication=true" -c "$1"; }

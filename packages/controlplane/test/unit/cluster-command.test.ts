@@ -42,7 +42,10 @@ test('status and kubeconfig of a cluster that is not running say how to start th
     // helm needs the cluster before it builds or runs anything.
     const helm = cli('helm', '--name', 'dev', '--', 'list', '-A');
     assert.equal(helm.status, 1);
-    assert.match(String(helm.stderr), /cluster "dev" is not running\nnext: opkit-controlplane up --name dev$/m);
+    assert.match(
+      String(helm.stderr),
+      /cluster "dev" is not running\nnext: opkit-controlplane up --name dev$/m,
+    );
   });
 });
 

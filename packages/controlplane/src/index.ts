@@ -23,6 +23,7 @@ export {
   type NodeInstallation,
 } from './install/install.ts';
 export { binDir, cacheRoot } from './install/paths.ts';
+export { findHelm, installHelm } from './install/tools.ts';
 export type { Kubeconfig } from './kubeconfig.ts';
 export { REAL_NODE_LABEL, SIMULATED_TAINT } from './node/configs.ts';
 export { LoadImageError } from './node/load-image.ts';

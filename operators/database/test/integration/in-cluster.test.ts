@@ -1,9 +1,12 @@
 /**
  * The Database operator in the cluster, as a user deploys it (issue 16): its own Dockerfile built by
- * `opkit build --load` onto a real node, config/default deployed by `opkit deploy` and scaled to 2 replicas
- * with leader election, under the restricted Pod Security Standard with exactly the generated RBAC. The seed's
- * sample is reconciled by the in-cluster leader; deleting the leader pod hands the Lease to the other replica
- * within leaseDuration + retryPeriod; metrics are served through the metrics Service. Root only.
+ * `opkit build --load` onto a real node, config/default (2 replicas, leader election) deployed by
+ * `opkit deploy`, under the restricted Pod Security Standard with exactly the generated RBAC. The seed's
+ * sample is reconciled by the in-cluster leader; a request RBAC forbids is a clear error in the leader's log
+ * while the pods keep running; metrics are served through the metrics Service; deleting the leader pod hands
+ * the Lease to the other replica within leaseDuration + retryPeriod. Then the same image through the Helm
+ * chart (`opkit cluster helm`): installed, 2 replicas leading and reconciling, uninstalled leaving nothing of
+ * the chart. One cluster for the whole file (the image build is the expensive part). Root only.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -14,6 +17,7 @@ import {
   ClusterRoleBindings,
   ClusterRoles,
   ConfigMaps,
+  CustomResourceDefinitions,
   createClient,
   Deployments,
   type KubeObject,
@@ -22,7 +26,10 @@ import {
   Namespaces,
   Pods,
   type RestClient,
+  RoleBindings,
+  Roles,
   Secrets,
+  ServiceAccounts,
   Services,
   StatefulSets,
 } from '@opkit/runtime';
@@ -40,9 +47,28 @@ const LEASE = 'database-operator.myapp.example.com';
 const SELECTOR = 'control-plane=controller-manager';
 const RETRY_PERIOD_S = 2; // the runtime's default retryPeriod, which the operator uses
 const SLACK_S = 30; // a loaded 2-core machine: pod deletion, API latency
+const CRD = 'databases.myapp.example.com';
+// The chart's release, in a namespace of its own (config/default's may still be terminating).
+const HELM_NS = 'database-operator-helm';
+const RELEASE = 'database-operator'; // the chart's fullname is the release name when it contains the chart's
+const RELEASE_SELECTOR = `app.kubernetes.io/instance=${RELEASE}`;
+
+type PodLike = KubeObject & {
+  status?: {
+    phase?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { restartCount: number }[];
+  };
+};
+const ready = (p: PodLike) =>
+  p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+const restarts = (p: PodLike) => (p.status?.containerStatuses ?? []).reduce((n, c) => n + c.restartCount, 0);
+/** The pod name of a Lease holder identity (`<pod>_<uid>`). */
+const podOf = (holder: string) => holder.slice(0, holder.lastIndexOf('_'));
 
 describe('the Database operator in the cluster: 2 replicas, leader election, restricted PSS', {
-  timeout: 1_200_000,
+  // Generous safety bounds, not timings: the first run on a machine also builds Helm (the last test).
+  timeout: 3_000_000,
   skip: process.getuid?.() === 0 ? false : 'real nodes need root',
 }, () => {
   const tmp = tempDir('opkit-db-in-cluster-');
@@ -52,12 +78,54 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
   let client: RestClient | undefined;
   const kubectl = (...args: string[]) =>
     spawnSync('kubectl', ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', timeout: 120_000 });
-  const managerPods = async () =>
-    (await client!.list(Pods, { namespace: NS, labelSelector: SELECTOR })).items.filter(
+  const managerPods = async (namespace = NS, labelSelector = SELECTOR) =>
+    (await client!.list(Pods, { namespace, labelSelector })).items.filter(
       (p) => !p.metadata.deletionTimestamp,
     );
-  const ready = (p: KubeObject & { status?: { conditions?: { type: string; status: string }[] } }) =>
-    p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+  const leaseHolder = async (namespace = NS) =>
+    eventually(
+      `the Lease in ${namespace} held`,
+      async () =>
+        (await client!.get(Leases, { namespace, name: LEASE }).catch(() => undefined))?.spec
+          ?.holderIdentity || undefined,
+      { timeoutMs: 120_000, intervalMs: 1000 },
+    );
+  /** Creates the seed sample (under `name`) in default and waits for its StatefulSet, Service, ConfigMap, Secret. */
+  const createSample = async (name: string) => {
+    const sample = parse(readFileSync(SAMPLE_YAML, 'utf8')) as Database;
+    await client!.create(Databases.resource, { ...sample, metadata: { name, namespace: 'default' } });
+    await eventually(
+      `the children of ${name}`,
+      async () => {
+        const got = await Promise.all([
+          client!.get(StatefulSets, { namespace: 'default', name }).catch(() => undefined),
+          client!.get(Services, { namespace: 'default', name }).catch(() => undefined),
+          client!.get(ConfigMaps, { namespace: 'default', name: `${name}-config` }).catch(() => undefined),
+          client!.get(Secrets, { namespace: 'default', name: `${name}-credentials` }).catch(() => undefined),
+        ]);
+        return got.every((o) => o !== undefined);
+      },
+      { timeoutMs: 180_000, intervalMs: 1000 },
+    );
+  };
+  /** Deletes Databases in default and waits until they are gone (the operator removes its finalizer). */
+  const deleteDatabases = async (...names: string[]) => {
+    for (const name of names)
+      await client!.delete(Databases.resource, { namespace: 'default', name }).catch(() => {});
+    await eventually(
+      `${names.join(', ')} deleted`,
+      async () => {
+        const left = await Promise.all(
+          names.map((name) =>
+            client!.get(Databases.resource, { namespace: 'default', name }).catch(() => undefined),
+          ),
+        );
+        return left.every((d) => d === undefined);
+      },
+      { timeoutMs: 120_000, intervalMs: 1000 },
+    );
+  };
+  const logsOf = (namespace: string, pod: string) => kubectl('-n', namespace, 'logs', pod, '-c', 'manager');
 
   before(async () => {
     realCluster = await upRealCluster(OPERATOR_DIR, cluster);
@@ -92,7 +160,7 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     assert.match(r.stdout, new RegExp(`loaded ${IMAGE.replaceAll('.', '\\.')} into cluster`));
   });
 
-  test('deploy config/default, 2 replicas: both Ready in the restricted namespace, the Lease held by one', async () => {
+  test('deploy config/default: its 2 replicas Ready in the restricted namespace, the Lease held by one', async () => {
     const r = await opkitProcess(OPERATOR_DIR, [
       'deploy',
       '--image',
@@ -105,8 +173,8 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     expectOk('deploy', r);
     const ns = await client!.get(Namespaces, { name: NS });
     assert.equal(ns.metadata.labels?.['pod-security.kubernetes.io/enforce'], 'restricted');
-    const scale = kubectl('-n', NS, 'scale', `deployment/${MANAGER}`, '--replicas=2');
-    assert.equal(scale.status, 0, scale.stderr);
+    // 2 replicas come from config/default itself (its kustomize `replicas:`), not from a scale here.
+    assert.equal((await client!.get(Deployments, { namespace: NS, name: MANAGER })).spec?.replicas, 2);
     await eventually(
       'two Ready manager pods running the image',
       async () => {
@@ -138,19 +206,9 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     );
     assert.notEqual(privileged.status, 0);
     assert.match(privileged.stderr, /violates PodSecurity "restricted:latest"/);
-    const lease = await eventually(
-      'the Lease held by a manager pod',
-      async () => {
-        const l = await client!.get(Leases, { namespace: NS, name: LEASE }).catch(() => undefined);
-        return l?.spec?.holderIdentity ? l : undefined;
-      },
-      { timeoutMs: 120_000, intervalMs: 1000 },
-    );
+    const holder = await leaseHolder();
     const names = (await managerPods()).map((p) => p.metadata.name);
-    assert.ok(
-      names.some((n) => lease.spec!.holderIdentity!.startsWith(`${n}_`)),
-      `holder ${lease.spec!.holderIdentity} is one of ${names.join(', ')}`,
-    );
+    assert.ok(names.includes(podOf(holder)), `holder ${holder} is one of ${names.join(', ')}`);
   });
 
   test('exactly the generated RBAC: the ClusterRole is config/rbac/role.yaml, bound to the manager only', async () => {
@@ -175,37 +233,82 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
   });
 
   test('the seed sample is reconciled by the in-cluster leader: its children exist, its log shows it', async () => {
-    const sample = parse(readFileSync(SAMPLE_YAML, 'utf8')) as Database;
-    const name = sample.metadata.name!;
-    await client!.create(Databases.resource, {
-      ...sample,
-      metadata: { ...sample.metadata, namespace: 'default' },
-    });
-    await eventually(
-      "the sample's children",
-      async () => {
-        const got = await Promise.all([
-          client!.get(StatefulSets, { namespace: 'default', name }).catch(() => undefined),
-          client!.get(Services, { namespace: 'default', name }).catch(() => undefined),
-          client!.get(ConfigMaps, { namespace: 'default', name: `${name}-config` }).catch(() => undefined),
-          client!.get(Secrets, { namespace: 'default', name: `${name}-credentials` }).catch(() => undefined),
-        ]);
-        return got.every((o) => o !== undefined);
-      },
-      { timeoutMs: 180_000, intervalMs: 1000 },
-    );
+    const name = (parse(readFileSync(SAMPLE_YAML, 'utf8')) as Database).metadata.name!;
+    await createSample(name);
     const sts = await client!.get(StatefulSets, { namespace: 'default', name });
     assert.equal(sts.metadata.ownerReferences?.[0]?.kind, 'Database');
-    const holder = (await client!.get(Leases, { namespace: NS, name: LEASE })).spec!.holderIdentity!;
-    const leader = holder.slice(0, holder.lastIndexOf('_'));
+    const leader = podOf(await leaseHolder());
     await eventually(
       "the leader's log shows the reconcile",
       () => {
-        const logs = kubectl('-n', NS, 'logs', leader, '-c', 'manager');
+        const logs = logsOf(NS, leader);
         return logs.status === 0 && logs.stdout.includes(name) && /StatefulSet/.test(logs.stdout);
       },
       { timeoutMs: 60_000, intervalMs: 2000 },
     );
+  });
+
+  test('a request RBAC forbids: a clear error in the leader log naming verb and resource; the pods keep running', async () => {
+    // Take `create` off the Secrets rule of the manager's ClusterRole, as a too-narrow RBAC would.
+    const roleName = (
+      parse(readFileSync(join(OPERATOR_DIR, 'config/rbac/role.yaml'), 'utf8')) as {
+        metadata: { name: string };
+      }
+    ).metadata.name;
+    const role = await client!.get(ClusterRoles, { name: roleName });
+    const original = structuredClone(role.rules);
+    const secretsRule = role.rules!.find((r) => r.resources?.includes('secrets'))!;
+    secretsRule.verbs = secretsRule.verbs.filter((v) => v !== 'create');
+    await client!.update(ClusterRoles, role);
+    const as = `--as=system:serviceaccount:${NS}:${SA}`;
+    await eventually(
+      'create secrets forbidden to the manager',
+      () => kubectl('auth', 'can-i', 'create', 'secrets', '-n', 'default', as).stdout.trim() === 'no',
+    );
+    const before = new Map((await managerPods()).map((p) => [p.metadata.name, restarts(p)]));
+    const leader = podOf(await leaseHolder());
+    const name = 'forbidden-db';
+    const sample = parse(readFileSync(SAMPLE_YAML, 'utf8')) as Database;
+    await client!.create(Databases.resource, { ...sample, metadata: { name, namespace: 'default' } });
+    // The API server's refusal names the verb and resource; the log line carries it and the Database.
+    const line = await eventually(
+      "the refusal in the leader's log",
+      () => {
+        const logs = logsOf(NS, leader);
+        return logs.stdout
+          .split('\n')
+          .find((l) => l.includes('cannot create resource \\"secrets\\"') && l.includes(name));
+      },
+      { timeoutMs: 120_000, intervalMs: 2000 },
+    );
+    console.log(`# the forbidden create, as logged: ${line.slice(0, 600)}`);
+    const entry = JSON.parse(line) as { level: number | string; msg: string };
+    assert.ok(
+      entry.level === 50 || entry.level === 'error' || entry.level === 40 || entry.level === 'warn',
+      line,
+    );
+    assert.match(line, /forbidden/);
+    // Not a crash loop: a while later the same pods run, Ready, never restarted.
+    await new Promise((r) => setTimeout(r, 20_000));
+    const after = await managerPods();
+    assert.deepEqual(after.map((p) => p.metadata.name).sort(), [...before.keys()].sort());
+    for (const p of after) {
+      assert.equal(p.status?.phase, 'Running', p.metadata.name);
+      assert.ok(ready(p), `${p.metadata.name} Ready`);
+      assert.equal(restarts(p), before.get(p.metadata.name), `${p.metadata.name} restarts`);
+    }
+    // The rule back: the retries (with backoff) create the Secret, nobody restarts anything.
+    const current = await client!.get(ClusterRoles, { name: roleName });
+    await client!.update(ClusterRoles, { ...current, rules: original });
+    await eventually(
+      `${name}'s Secret once create is allowed again`,
+      async () =>
+        (await client!
+          .get(Secrets, { namespace: 'default', name: `${name}-credentials` })
+          .catch(() => undefined)) !== undefined,
+      { timeoutMs: 180_000, intervalMs: 1000 },
+    );
+    await deleteDatabases(name);
   });
 
   test('metrics are served through the metrics Service (from a pod, over the Service name)', async () => {
@@ -245,7 +348,7 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
   test('deleting the leader pod: the other replica takes the Lease within leaseDuration + retryPeriod', async () => {
     const lease = await client!.get(Leases, { namespace: NS, name: LEASE });
     const holder = lease.spec!.holderIdentity!;
-    const leader = holder.slice(0, holder.lastIndexOf('_'));
+    const leader = podOf(holder);
     const others = (await managerPods()).map((p) => p.metadata.name).filter((n) => n !== leader);
     assert.equal(others.length, 1, 'one standby replica');
     const bound = (lease.spec!.leaseDurationSeconds ?? 15) + RETRY_PERIOD_S + SLACK_S;
@@ -274,5 +377,117 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     );
     const d = await client!.get(Deployments, { namespace: NS, name: MANAGER });
     assert.equal(d.spec?.replicas, 2);
+  });
+
+  // Its own bound: the first run builds Helm from the Go module proxy (minutes; see the README's table).
+  test('the Helm chart: installed with 2 replicas leading and reconciling, uninstalled leaving nothing of it', {
+    timeout: 1_800_000,
+  }, async () => {
+    // config/default out first (its Databases deleted while their operator still runs, then undeploy).
+    await deleteDatabases((parse(readFileSync(SAMPLE_YAML, 'utf8')) as Database).metadata.name!);
+    expectOk('undeploy', await opkitProcess(OPERATOR_DIR, ['undeploy', '--kubeconfig', kubeconfig]));
+    await eventually(
+      'the CRD gone (the chart installs it again from crds/)',
+      async () =>
+        (await client!.get(CustomResourceDefinitions, { name: CRD }).catch(() => undefined)) === undefined,
+      { timeoutMs: 180_000, intervalMs: 1000 },
+    );
+    // The namespace the user creates for it, enforcing the restricted standard like config/default's.
+    await client!.create(Namespaces, {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: HELM_NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    });
+    const [repository, tag] = IMAGE.split(':') as [string, string];
+    const helm = (...args: string[]) =>
+      opkitProcess(OPERATOR_DIR, ['cluster', 'helm', '--name', cluster, '--', ...args]);
+    // Two replicas without leader election would reconcile twice at once: the chart refuses to render it.
+    const refused = await helm('template', RELEASE, 'chart', '--set', 'leaderElection.enabled=false');
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /replicas > 1 needs leaderElection\.enabled=true/);
+    const started = Date.now();
+    const install = await helm(
+      'install',
+      RELEASE,
+      'chart',
+      '-n',
+      HELM_NS,
+      '--set',
+      `image.repository=${repository}`,
+      '--set',
+      `image.tag=${tag}`,
+      '--wait',
+      '--timeout',
+      '10m',
+    );
+    expectOk('helm install', install);
+    console.log(
+      `# helm install --wait: ${((Date.now() - started) / 1000).toFixed(1)} s (with helm's build if it was not cached)`,
+    );
+    assert.match(install.stdout, /STATUS: deployed/);
+    const d = await client!.get(Deployments, { namespace: HELM_NS, name: RELEASE });
+    assert.equal(d.spec?.replicas, 2, "the chart's default replicas");
+    await eventually(
+      'two Ready pods of the release running the image',
+      async () => {
+        const pods = await managerPods(HELM_NS, RELEASE_SELECTOR);
+        return pods.length === 2 && pods.every((p) => ready(p) && p.spec!.containers[0]!.image === IMAGE);
+      },
+      { timeoutMs: 300_000, intervalMs: 1000 },
+    );
+    const pods = (await managerPods(HELM_NS, RELEASE_SELECTOR)).map((p) => p.metadata.name);
+    const leader = podOf(await leaseHolder(HELM_NS));
+    assert.ok(pods.includes(leader), `the Lease holder ${leader} is one of ${pods.join(', ')}`);
+    // The chart's RBAC is the generated one too.
+    const generated = parse(readFileSync(join(OPERATOR_DIR, 'config/rbac/role.yaml'), 'utf8')) as {
+      rules: unknown[];
+    };
+    assert.deepEqual(
+      (await client!.get(ClusterRoles, { name: `${RELEASE}-manager` })).rules,
+      generated.rules,
+    );
+
+    const name = 'helm-db';
+    await createSample(name);
+    await eventually(
+      "the chart's leader logs the reconcile",
+      () => {
+        const logs = logsOf(HELM_NS, leader);
+        return logs.status === 0 && logs.stdout.includes(name) && /StatefulSet/.test(logs.stdout);
+      },
+      { timeoutMs: 60_000, intervalMs: 2000 },
+    );
+    await deleteDatabases(name);
+
+    const uninstall = await helm('uninstall', RELEASE, '-n', HELM_NS, '--wait', '--timeout', '5m');
+    expectOk('helm uninstall', uninstall);
+    const left = async () => {
+      const inNs = await Promise.all(
+        [Deployments, Services, ServiceAccounts, Roles, RoleBindings, Pods].map(async (res) =>
+          (await client!.list(res, { namespace: HELM_NS, labelSelector: RELEASE_SELECTOR })).items.map(
+            (o) => `${o.kind ?? res.kind}/${o.metadata.name}`,
+          ),
+        ),
+      );
+      const clusterWide = await Promise.all(
+        [ClusterRoles, ClusterRoleBindings].map(async (res) =>
+          (await client!.list(res, { labelSelector: RELEASE_SELECTOR })).items.map(
+            (o) => `${res.kind}/${o.metadata.name}`,
+          ),
+        ),
+      );
+      // The release record (Helm keeps it in a Secret of the namespace).
+      const records = (
+        await client!.list(Secrets, { namespace: HELM_NS, labelSelector: 'owner=helm' })
+      ).items.map((o) => `Secret/${o.metadata.name}`);
+      return [...inNs.flat(), ...clusterWide.flat(), ...records];
+    };
+    await eventually('nothing of the release left', async () => (await left()).length === 0, {
+      timeoutMs: 120_000,
+      intervalMs: 1000,
+    });
+    // Helm never deletes what it installed from crds/ (its documented rule, so Databases are not lost): the
+    // CRD stays until `kubectl delete crd databases.myapp.example.com`.
+    assert.ok(await client!.get(CustomResourceDefinitions, { name: CRD }));
   });
 });

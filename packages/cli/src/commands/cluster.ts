@@ -4,11 +4,11 @@ import { bool, str } from '../args.ts';
 import { CliError, UsageError } from '../errors.ts';
 import type { Command } from './command.ts';
 
-const SUBCOMMANDS = ['up', 'down', 'status', 'kubeconfig', 'install', 'load-image'];
+const SUBCOMMANDS = ['up', 'down', 'status', 'kubeconfig', 'install', 'load-image', 'helm'];
 
 export const clusterCommand: Command = {
   name: 'cluster',
-  summary: 'a real local Kubernetes cluster: up, down, status, kubeconfig, install',
+  summary: 'a real local Kubernetes cluster: up, down, status, kubeconfig, install, load-image, helm',
   options: {
     name: { type: 'string' },
     mode: { type: 'string' },
@@ -16,7 +16,7 @@ export const clusterCommand: Command = {
     'real-nodes': { type: 'string' },
     print: { type: 'boolean' },
   },
-  help: `Usage: opkit cluster <up|down|status|kubeconfig|install> [flags]
+  help: `Usage: opkit cluster <up|down|status|kubeconfig|install|load-image|helm> [flags]
 
 A real local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes and
 a volume provisioner), built from the official sources and kept running in the background.
@@ -26,6 +26,8 @@ a volume provisioner), built from the official sources and kept running in the b
   kubeconfig  print its kubeconfig path (--print: the file)
   install     build the binaries ahead of time
   load-image  import an OCI archive or layout directory into the real nodes (like kind load)
+  helm        helm with the cluster's kubeconfig: opkit cluster helm -- <helm arguments> (helm is built
+              on first use from the Go module pinned in packages/controlplane/go/helm: minutes)
 
 Flags:
   --name <name>         the cluster's name (default opkit; --local of other commands uses "opkit")
@@ -38,9 +40,10 @@ Examples:
   opkit cluster up && opkit install --local && opkit run --local
   kubectl --kubeconfig "$(opkit cluster kubeconfig)" get nodes
   opkit cluster up --mode apiserver --name ci
+  opkit cluster helm -- install db ./chart -n db-system --create-namespace --wait
   opkit cluster down`,
 
-  async run(_ctx, { values, positionals }) {
+  async run(_ctx, { values, positionals, rest }) {
     // runClusterCommand prints its results on stdout and its progress on stderr itself.
     const sub = positionals[0];
     if (!sub || !SUBCOMMANDS.includes(sub)) {
@@ -49,7 +52,7 @@ Examples:
         `one of: opkit cluster ${SUBCOMMANDS.join(' | ')}`,
       );
     }
-    if (positionals.length > (sub === 'load-image' ? 2 : 1))
+    if (sub !== 'helm' && positionals.length > (sub === 'load-image' ? 2 : 1))
       throw new UsageError(`unexpected argument "${positionals[1]}"`, 'see: opkit cluster --help');
     const flags: { name?: string; mode?: string; nodes?: string; 'real-nodes'?: string; print?: boolean } = {
       print: bool(values, 'print', false),
@@ -59,7 +62,8 @@ Examples:
       if (v !== undefined) flags[key] = v;
     }
     try {
-      return await runClusterCommand(sub, flags, { args: positionals.slice(1) });
+      const args = sub === 'helm' ? [...positionals.slice(1), ...rest] : positionals.slice(1);
+      return await runClusterCommand(sub, flags, { args });
     } catch (err) {
       const hint = (err as { hint?: unknown }).hint;
       if (typeof hint === 'string') throw new CliError((err as Error).message, hint);

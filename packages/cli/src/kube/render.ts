@@ -1,6 +1,6 @@
 /**
  * Renders a kustomization (config/default) into objects, as `kubectl kustomize` would for what opkit
- * scaffolds: resources (files and folders), namespace and images. A kustomization using anything else
+ * scaffolds: resources (files and folders), namespace, images and replicas. A kustomization using anything else
  * (patches, namePrefix, ...) is rendered by `kubectl kustomize` when kubectl is installed.
  */
 import { spawnSync } from 'node:child_process';
@@ -23,7 +23,19 @@ interface ImageRule {
   digest?: string;
 }
 
-const SUPPORTED = new Set(['apiVersion', 'kind', 'resources', 'namespace', 'images']);
+interface ReplicaRule {
+  name: string;
+  count: number;
+}
+
+const SUPPORTED = new Set(['apiVersion', 'kind', 'resources', 'namespace', 'images', 'replicas']);
+/** The kinds kustomize's `replicas:` sets spec.replicas of. */
+const SCALABLE_KINDS: ReadonlySet<string> = new Set([
+  'Deployment',
+  'ReplicaSet',
+  'ReplicationController',
+  'StatefulSet',
+]);
 
 /** Kinds without a namespace (the common ones; CRD-defined kinds are taken as namespaced). */
 export const CLUSTER_SCOPED_KINDS: ReadonlySet<string> = new Set([
@@ -95,7 +107,44 @@ export function renderBuiltin(dir: string, root = dir): KubeObject[] {
   }
   if (typeof k.namespace === 'string' && k.namespace) setNamespace(objects, k.namespace);
   if (Array.isArray(k.images)) for (const rule of k.images as ImageRule[]) setImages(objects, rule);
+  if (k.replicas !== undefined) {
+    for (const [i, rule] of replicaRules(k.replicas, rel).entries()) {
+      if (setReplicas(objects, rule) === 0)
+        throw new CliError(
+          `${rel}: replicas[${i}] names "${rule.name}", which is no Deployment, StatefulSet, ReplicaSet or ReplicationController here`,
+          `fix the name in ${rel}`,
+        );
+    }
+  }
   return objects;
+}
+
+/** Kustomize's `replicas:` list, checked as kustomize checks it: a name and a whole count of 0 or more. */
+function replicaRules(value: unknown, file: string): ReplicaRule[] {
+  if (!Array.isArray(value))
+    throw new CliError(`${file}: replicas must be a list of {name, count}`, `fix replicas in ${file}`);
+  return value.map((r: unknown, i) => {
+    const rule = (r ?? {}) as Partial<ReplicaRule>;
+    if (typeof rule.name !== 'string' || rule.name === '')
+      throw new CliError(`${file}: replicas[${i}].name must be a workload's name`, `fix replicas in ${file}`);
+    if (typeof rule.count !== 'number' || !Number.isInteger(rule.count) || rule.count < 0)
+      throw new CliError(
+        `${file}: replicas[${i}].count must be a whole number of 0 or more, not ${JSON.stringify(rule.count)}`,
+        `fix replicas in ${file}`,
+      );
+    return { name: rule.name, count: rule.count };
+  });
+}
+
+/** Sets spec.replicas of the workloads named by the rule; returns how many. */
+function setReplicas(objects: KubeObject[], rule: ReplicaRule): number {
+  let count = 0;
+  for (const o of objects) {
+    if (!SCALABLE_KINDS.has(o.kind) || o.metadata.name !== rule.name) continue;
+    o.spec = { ...((o.spec as Record<string, unknown> | undefined) ?? {}), replicas: rule.count };
+    count++;
+  }
+  return count;
 }
 
 /** Renders with `kubectl kustomize` (full kustomize). */

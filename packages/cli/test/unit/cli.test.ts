@@ -104,6 +104,14 @@ describe('exit codes and messages', () => {
     assert.match(kc.stderr, /next: opkit cluster up --name dev$/m);
     const plain = await opkitProcess(process.cwd(), ['cluster', 'status'], env);
     assert.match(plain.stdout, /\(start it with: opkit cluster up\)/);
+    // helm's arguments after -- are helm's (its -n is not opkit's); without the cluster nothing is built.
+    const helm = await opkitProcess(
+      process.cwd(),
+      ['cluster', 'helm', '--name', 'dev', '--', 'list', '-n', 'x'],
+      env,
+    );
+    assert.equal(helm.code, 1);
+    assert.match(helm.stderr, /cluster "dev" is not running\nnext: opkit cluster up --name dev$/m);
   });
 
   test('commands that need a cluster say which kubeconfig they would use, or what to do', () => {

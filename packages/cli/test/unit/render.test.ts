@@ -91,6 +91,33 @@ describe('rendering config/default', () => {
     );
   });
 
+  test('kustomize replicas: set on the named workload like kubectl kustomize; bad rules name the field', async () => {
+    using tmp = tempDir('opkit-render-');
+    await scaffold(tmp.dir);
+    const dir = join(tmp.dir, 'config/default');
+    const file = join(dir, 'kustomization.yaml');
+    const base = 'namespace: db-op-system\nresources:\n  - ../crd\n  - ../rbac\n  - ../manager\n';
+    writeFileSync(file, `${base}replicas:\n  - name: db-op-controller-manager\n    count: 2\n`);
+    const ours = renderBuiltin(dir);
+    assert.equal((deploymentOf(ours).spec as { replicas?: number }).replicas, 2);
+    if (kubectlAvailable()) {
+      const sorted = (objects: KubeObject[]) => objects.sort((a, b) => key(a).localeCompare(key(b)));
+      assert.deepEqual(sorted(ours), sorted(renderKubectl(dir)));
+    }
+    // A name that matches no workload is refused, as kustomize refuses it.
+    writeFileSync(file, `${base}replicas:\n  - name: other\n    count: 5\n`);
+    assert.throws(() => renderBuiltin(dir), /replicas\[0\] names "other", which is no Deployment/);
+    if (kubectlAvailable())
+      assert.throws(() => renderKubectl(dir), /resource with name other does not match/);
+    writeFileSync(file, `${base}replicas:\n  - name: db-op-controller-manager\n    count: two\n`);
+    assert.throws(
+      () => renderBuiltin(dir),
+      /replicas\[0\]\.count must be a whole number of 0 or more, not "two"/,
+    );
+    writeFileSync(file, `${base}replicas:\n  - count: 2\n`);
+    assert.throws(() => renderBuiltin(dir), /replicas\[0\]\.name must be/);
+  });
+
   test('image names', () => {
     assert.equal(imageName('controller:latest'), 'controller');
     assert.equal(imageName('reg:5000/a/b:tag'), 'reg:5000/a/b');

@@ -1,10 +1,13 @@
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import { clusterDown, clusterStatus, clusterUp, runningCluster } from '../cluster/commands.ts';
 import { clusterDir } from '../cluster/state.ts';
 import type { Mode } from '../controlplane.ts';
 import { RECIPES } from '../images/recipes.ts';
 import { install } from '../install/install.ts';
+import { installHelm } from '../install/tools.ts';
 import { prepareRealNodeHost } from '../node/host.ts';
 import { loadImage, nodeSockets } from '../node/load-image.ts';
 
@@ -19,7 +22,7 @@ export interface ClusterFlags {
 export interface ClusterCommandOptions {
   /** How the user runs these commands, for the hints printed: 'opkit cluster' (default) or 'opkit-controlplane'. */
   program?: string;
-  /** The command's positional arguments after its name (load-image: the archive). */
+  /** The command's positional arguments after its name (load-image: the archive; helm: helm's arguments). */
   args?: string[];
 }
 
@@ -105,10 +108,31 @@ export async function runClusterCommand(
       console.log(flags.print ? readFileSync(state.kubeconfigPath, 'utf8').trimEnd() : state.kubeconfigPath);
       return 0;
     }
+    case 'helm': {
+      // Helm against this cluster: built on first use (pinned in go/helm/go.mod), run with its kubeconfig.
+      const state = runningCluster(name);
+      if (!state) {
+        console.error(`error: cluster "${name}" is not running\nnext: ${upCommand}`);
+        return 1;
+      }
+      const helm = await installHelm();
+      return runInherited(helm, ['--kubeconfig', state.kubeconfigPath, ...args]);
+    }
     default:
       console.error(
-        `error: unknown command "${command}" (expected install, up, down, status, kubeconfig or load-image)`,
+        `error: unknown command "${command}" (expected install, up, down, status, kubeconfig, load-image or helm)`,
       );
       return 2;
   }
+}
+
+/** Runs a program with this process's stdio; resolves to its exit code (128 + signal number if killed). */
+function runInherited(program: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(program, args, { stdio: 'inherit' });
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve(code ?? (signal ? 128 + (constants.signals[signal] ?? 0) : 1)),
+    );
+  });
 }

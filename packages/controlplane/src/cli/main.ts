@@ -22,6 +22,8 @@ Commands:
   status                show whether it runs, its server and its nodes
   kubeconfig            print the kubeconfig path (--print: its contents)
   load-image <path>     import an OCI archive or layout directory into the real nodes (like kind load)
+  helm -- <args>        helm with the cluster's kubeconfig (built on first use from the pinned module:
+                        minutes), e.g. helm --name c -- install db ./chart -n db --create-namespace
 
 Flags:
   --name <name>         cluster name (default opkit)

@@ -20,6 +20,8 @@ export interface GoComponent<Name extends string = BinaryName> {
   binaries: Array<{ pkg: string; name: Name }>;
   /** -X version ldflags, given the pinned version. */
   ldflags(version: string): string[];
+  /** The arguments that make the binary print its version (default `--version`). */
+  versionArgs?: string[];
 }
 
 function kubeVersionFlags(gitVersion: string): string[] {
@@ -82,7 +84,20 @@ export const NODE_COMPONENTS: GoComponent<NodeBinaryName>[] = [
   },
 ];
 
-/** Every wrapper module folder, once. */
+/**
+ * Tools built only when a command or test needs them (`opkit cluster helm`), each cached under its own
+ * fingerprint (paths.ts toolDir), so adding or bumping one never rebuilds the control plane.
+ */
+export type ToolName = 'helm';
+export const HELM: GoComponent<ToolName> = {
+  module: 'helm',
+  upstream: 'helm.sh/helm/v4',
+  binaries: [{ pkg: 'helm.sh/helm/v4/cmd/helm', name: 'helm' }],
+  ldflags: (version) => [`-X helm.sh/helm/v4/internal/version.version=${version}`],
+  versionArgs: ['version', '--short'],
+};
+
+/** Every wrapper module folder of the control plane and the real nodes, once (not the tools'). */
 export function allModules(): string[] {
   return [...new Set([...COMPONENTS, ...NODE_COMPONENTS].map((c) => c.module))];
 }

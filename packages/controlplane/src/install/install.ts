@@ -164,7 +164,7 @@ export async function installNode(opts: InstallOptions = {}): Promise<NodeInstal
   );
 }
 
-function checkGo(): string {
+export function checkGo(): string {
   const result = spawnSync('go', ['version'], { encoding: 'utf8' });
   if (result.error || result.status !== 0) {
     throw new InstallError(
@@ -180,12 +180,12 @@ export function formatElapsed(ms: number): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
 }
 
-interface BuildTarget {
+export interface BuildTarget {
   binDir: string;
   binaries: Record<string, string>;
 }
 
-async function buildComponent(
+export async function buildComponent(
   c: GoComponent<string>,
   inst: BuildTarget,
   log: (l: string) => void,
@@ -193,7 +193,7 @@ async function buildComponent(
 ) {
   const version = pinnedVersion(c);
   const names = c.binaries.map((b) => b.name);
-  if (!force && names.every((n) => verify(inst.binaries[n]!, version))) {
+  if (!force && names.every((n) => verify(inst.binaries[n]!, c, version))) {
     log(`[opkit] ${names.join(', ')} ${version}: already built`);
     return;
   }
@@ -226,7 +226,7 @@ async function buildComponent(
       throw new InstallError(
         `building ${label} failed (go build exited with ${code}):\n${output.split('\n').slice(-25).join('\n')}`,
         'check that the Go module proxy is reachable (GOPROXY) and that the machine has 4 GB of free memory; ' +
-          'then run `npm run setup` again (finished components are kept)',
+          'then run the command again (finished components are kept)',
       );
     }
   } finally {
@@ -234,9 +234,9 @@ async function buildComponent(
   }
   for (const b of c.binaries) {
     const built = join(staging, b.name);
-    if (!verify(built, version)) {
+    if (!verify(built, c, version)) {
       throw new InstallError(
-        `${b.name} was built but \`${b.name} --version\` does not report ${version}`,
+        `${b.name} was built but \`${b.name} ${(c.versionArgs ?? ['--version']).join(' ')}\` does not report ${version}`,
         'remove the cache directory (see OPKIT_CACHE_DIR) and run `npm run setup` again',
       );
     }
@@ -246,10 +246,10 @@ async function buildComponent(
   log(`[opkit] built ${label} in ${formatElapsed(Date.now() - started)}`);
 }
 
-/** `<binary> --version` must run and mention the pinned version. */
-function verify(path: string, version: string): boolean {
+/** `<binary> --version` (or the component's versionArgs) must run and mention the pinned version. */
+function verify(path: string, c: GoComponent<string>, version: string): boolean {
   if (!existsSync(path)) return false;
-  const result = spawnSync(path, ['--version'], { encoding: 'utf8', timeout: 20_000 });
+  const result = spawnSync(path, c.versionArgs ?? ['--version'], { encoding: 'utf8', timeout: 20_000 });
   if (result.status !== 0) return false;
   return `${result.stdout}${result.stderr}`.includes(version.replace(/^v/, ''));
 }

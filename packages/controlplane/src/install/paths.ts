@@ -19,8 +19,12 @@ export function cacheRoot(): string {
  * old build is never mistaken for the current one.
  */
 export function buildFingerprint(): string {
+  return modulesFingerprint(allModules());
+}
+
+function modulesFingerprint(modules: string[]): string {
   const hash = createHash('sha256');
-  for (const module of allModules()) {
+  for (const module of modules) {
     for (const file of ['go.mod', 'go.sum', ...(module === 'coredns' ? ['main.go'] : [])]) {
       hash.update(`${module}/${file}\n`);
       hash.update(readFileSync(join(GO_MODULES_DIR, module, file)));
@@ -35,4 +39,9 @@ export function binDir(): string {
 
 export function dataDir(): string {
   return join(cacheRoot(), 'controlplane', buildFingerprint());
+}
+
+/** A tool's cache directory (tools/<module>-<fingerprint of its go.mod and go.sum>), apart from the control plane's. */
+export function toolDir(module: string): string {
+  return join(cacheRoot(), 'tools', `${module}-${modulesFingerprint([module])}`);
 }

@@ -39,6 +39,13 @@ test('status and kubeconfig of a cluster that is not running say how to start th
     assert.equal(kc.status, 1);
     assert.match(String(kc.stderr), /next: opkit-controlplane up --name dev$/m);
     assert.match(String(cli('status').stdout), /\(start it with: opkit-controlplane up\)/);
+    // helm needs the cluster before it builds or runs anything.
+    const helm = cli('helm', '--name', 'dev', '--', 'list', '-A');
+    assert.equal(helm.status, 1);
+    assert.match(
+      String(helm.stderr),
+      /cluster "dev" is not running\nnext: opkit-controlplane up --name dev$/m,
+    );
   });
 });
 

@@ -4,15 +4,30 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { COMPONENTS, pinnedVersion } from '../../src/install/components.ts';
+import { allModules, COMPONENTS, HELM, pinnedVersion } from '../../src/install/components.ts';
 import { withLock } from '../../src/install/lock.ts';
-import { binDir, buildFingerprint, cacheRoot } from '../../src/install/paths.ts';
+import { binDir, buildFingerprint, cacheRoot, toolDir } from '../../src/install/paths.ts';
 
 test('every component pins one exact upstream version in its go.mod', () => {
   const versions = Object.fromEntries(COMPONENTS.map((c) => [c.upstream, pinnedVersion(c)]));
   assert.match(versions['k8s.io/kubernetes']!, /^v1\.\d+\.\d+$/);
   assert.match(versions['go.etcd.io/etcd/server/v3']!, /^v3\.6\.\d+$/);
   assert.match(versions['sigs.k8s.io/kwok']!, /^v0\.\d+\.\d+$/);
+});
+
+test('helm is pinned in go/helm, stamped with its version, cached apart from the control plane', () => {
+  assert.match(pinnedVersion(HELM), /^v4\.\d+\.\d+$/);
+  assert.deepEqual(HELM.ldflags('v4.3.2'), ['-X helm.sh/helm/v4/internal/version.version=v4.3.2']);
+  // Not part of the control plane's fingerprint: adding or bumping helm never rebuilds kube-apiserver & co.
+  assert.ok(!allModules().includes('helm'));
+  const saved = process.env.OPKIT_CACHE_DIR;
+  process.env.OPKIT_CACHE_DIR = '/tmp/opkit-cache-test';
+  try {
+    assert.match(toolDir('helm'), /^\/tmp\/opkit-cache-test\/tools\/helm-[0-9a-f]{12}$/);
+  } finally {
+    if (saved === undefined) delete process.env.OPKIT_CACHE_DIR;
+    else process.env.OPKIT_CACHE_DIR = saved;
+  }
 });
 
 test('kubernetes binaries get version ldflags for both version packages', () => {

@@ -117,8 +117,10 @@ export async function demo(
   let operator: Promise<void> | undefined;
   try {
     // 2. Real nodes, and the PostgreSQL image on them.
-    const nodes = opts.simulated ? [] : await realNodes(client);
-    const real = nodes.length > 0;
+    // The simulated sample is pinned to the kwok nodes whenever the cluster has a real node (--simulated too).
+    const nodes = await realNodes(client);
+    const mixed = nodes.length > 0;
+    const real = mixed && !opts.simulated;
     if (real) {
       say(
         `Real node: ${nodes.map((n) => n.metadata.name).join(', ')} (containerd + runc: pods there run real processes).`,
@@ -193,7 +195,7 @@ export async function demo(
     }
     const seed = parse(readFileSync(SAMPLE, 'utf8')) as Database;
     seed.metadata.namespace = namespace;
-    const sample = onSimulatedNodes(seed, real);
+    const sample = onSimulatedNodes(seed, mixed);
     const applied = await createOrUpdate(client, Databases.resource, sample);
     const sampleName = sample.metadata.name ?? '';
     say(
@@ -252,7 +254,7 @@ export async function demo(
         '\nOnly the simulated part ran: no pod executed a container. With a real node (as root) the demo runs PostgreSQL 15 for real.',
       );
     say(`\nThe cluster keeps running. Try: kubectl --kubeconfig ${kubeconfig} get db -n ${namespace} -w`);
-    if (!operator && opts.inCluster)
+    if (!operator)
       say(
         `The operator keeps running in it: kubectl --kubeconfig ${kubeconfig} -n ${MANAGER_NAMESPACE} logs deploy/${MANAGER_DEPLOYMENT}`,
       );

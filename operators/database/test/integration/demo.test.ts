@@ -13,6 +13,7 @@ import { clusterDown } from '@opkit/controlplane';
 import { demo } from '../../src/demo/main.ts';
 
 const CLUSTER = `demo-test-${process.pid}`;
+const SIMULATED = `demo-test-sim-${process.pid}`;
 
 describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', {
   timeout: 2_400_000,
@@ -20,6 +21,7 @@ describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', 
 }, () => {
   after(async () => {
     await clusterDown(CLUSTER);
+    await clusterDown(SIMULATED);
   });
 
   /** Runs the demo in this process; its output, printed as it comes (so a slow step shows), and its exit code. */
@@ -96,5 +98,15 @@ describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', 
     );
     assert.doesNotMatch(out, /Operator running in this process/);
     expectDemoOutput(out);
+  });
+
+  test('--simulated: a cluster without a real node, saying so; the sample Running on kwok nodes', async () => {
+    const { code, out } = await run(['--local', '--cluster', SIMULATED, '--simulated', '--timeout', '300']);
+    assert.equal(code, 0, out);
+    assert.match(out, /No real node: --simulated\./);
+    assert.match(out, /with 3 simulated \(kwok\) nodes only/);
+    assert.match(out, /production-db\s+Running ready 3\/3/);
+    assert.match(out, /Only the simulated part ran: no pod executed a container/);
+    assert.doesNotMatch(out, /demo-pg/);
   });
 });

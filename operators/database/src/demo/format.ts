@@ -144,20 +144,20 @@ export function instanceTable(rows: InstanceRow[]): string {
 
 /** What the demo's psql pod reports (its termination message): the row written and where it was read. */
 export interface RowCheck {
-  written?: { id: string; server: string; recovery: boolean };
+  written?: { id: string; server: string; recovery: boolean; tries: number };
   read?: { note: string; server: string; recovery: boolean; tries: number };
 }
 
 /**
- * Parses the psql pod's report, lines of `written|<id>|<server addr>|<in recovery t/f>` and
+ * Parses the psql pod's report, lines of `written|<id>|<server addr>|<in recovery t/f>|<tries>` and
  * `read|<note>|<server addr>|<in recovery t/f>|<tries>`.
  */
 export function parseRowCheck(message: string): RowCheck {
   const out: RowCheck = {};
   for (const line of message.split('\n')) {
     const f = line.trim().split('|');
-    if (f[0] === 'written' && f.length >= 4)
-      out.written = { id: f[1] ?? '', server: f[2] ?? '', recovery: f[3] === 't' };
+    if (f[0] === 'written' && f.length >= 5)
+      out.written = { id: f[1] ?? '', server: f[2] ?? '', recovery: f[3] === 't', tries: Number(f[4]) || 0 };
     if (f[0] === 'read' && f.length >= 5)
       out.read = { note: f[1] ?? '', server: f[2] ?? '', recovery: f[3] === 't', tries: Number(f[4]) || 0 };
   }

@@ -372,7 +372,8 @@ async function showPostgres(
       [`kubectl --kubeconfig ${kubeconfig} get pods -n ${namespace}`],
     );
   say(
-    `  written: id ${written.id} through ${name}, answered by ${who(written.server)} (${written.recovery ? 'in recovery!' : 'the primary'})`,
+    `  written: id ${written.id} through ${name}, answered by ${who(written.server)} (${written.recovery ? 'in recovery!' : 'the primary'})` +
+      `${written.tries > 1 ? ` after ${written.tries} tries` : ''}`,
   );
   say(
     `  read:    "${read.note}" through ${ro}, answered by ${who(read.server)} (${read.recovery ? 'a replica, in recovery' : 'not in recovery!'})` +

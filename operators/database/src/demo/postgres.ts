@@ -131,23 +131,33 @@ export async function databasePods(client: Client, namespace: string, name: stri
 
 /**
  * The script of the psql pod: writes a row (the note) through the read-write Service, then reads it back
- * through the read-only Service, retrying while replication catches up (up to 60 times, 1 s apart), and
- * reports both with the address of the server that answered and whether it was in recovery (a replica).
- * psql reads the SQL from stdin, so the note is a psql variable, quoted by psql (`:'note'`).
+ * through the read-only Service, and reports both with the address of the server that answered, whether it
+ * was in recovery (a replica) and how many tries it took. A client retries: the write while the primary does
+ * not accept connections (up to 30 times, 2 s apart: a restarting primary shows as tries, not as a failure),
+ * the read while replication catches up (up to 60 times, 1 s apart). psql reads the SQL from stdin, so the
+ * note is a psql variable, quoted by psql (`:'note'`).
  */
-export const ROW_CHECK_SCRIPT = `set -eu
+export const ROW_CHECK_SCRIPT = `set -u
 report=\${REPORT:-/dev/termination-log}
 q() { psql -X -q -At -F '|' -v ON_ERROR_STOP=1 -v note="$NOTE" -h "$1"; }
-q "$RW_HOST" >>"$report" <<'SQL'
+tries=0
+while :; do
+  tries=$((tries + 1))
+  got=$(q "$RW_HOST" <<'SQL' 2>&1 || true
 CREATE TABLE IF NOT EXISTS demo_rows (id bigserial PRIMARY KEY, note text NOT NULL, written_at timestamptz NOT NULL DEFAULT now());
 WITH w AS (INSERT INTO demo_rows (note) VALUES (:'note') RETURNING id)
 SELECT 'written', id, host(inet_server_addr()), pg_is_in_recovery() FROM w;
 SQL
+)
+  case "$got" in written\\|*) printf '%s|%s\\n' "$got" "$tries" >>"$report"; break ;; esac
+  if [ "$tries" -ge 30 ]; then echo "no write through $RW_HOST after $tries tries: $got" >&2; exit 1; fi
+  sleep 2
+done
 tries=0
 while :; do
   tries=$((tries + 1))
   got=$(q "$RO_HOST" <<'SQL' 2>&1 || true
-SELECT 'read', note, host(inet_server_addr()), pg_is_in_recovery() FROM demo_rows WHERE note = :'note';
+SELECT 'read', note, host(inet_server_addr()), pg_is_in_recovery() FROM demo_rows WHERE note = :'note' LIMIT 1;
 SQL
 )
   case "$got" in read\\|*) printf '%s|%s\\n' "$got" "$tries" >>"$report"; exit 0 ;; esac

@@ -188,8 +188,8 @@ describe('demo printing', () => {
   });
 
   it("the psql pod's report: the row written and where it was read", () => {
-    assert.deepEqual(parseRowCheck('written|7|10.232.0.5|f\nread|hello|10.232.0.6|t|3\n'), {
-      written: { id: '7', server: '10.232.0.5', recovery: false },
+    assert.deepEqual(parseRowCheck('written|7|10.232.0.5|f|1\nread|hello|10.232.0.6|t|3\n'), {
+      written: { id: '7', server: '10.232.0.5', recovery: false, tries: 1 },
       read: { note: 'hello', server: '10.232.0.6', recovery: true, tries: 3 },
     });
     assert.deepEqual(parseRowCheck('psql: error: connection refused'), {});

@@ -8,8 +8,9 @@
  * Cost, warm caches: the cluster ~1 min, each run ~2-4 min (measured times are in the README).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, describe, test } from 'node:test';
-import { clusterDown } from '@opkit/controlplane';
+import { clusterDown, runningCluster } from '@opkit/controlplane';
 import { demo } from '../../src/demo/main.ts';
 
 const CLUSTER = `demo-test-${process.pid}`;
@@ -77,6 +78,34 @@ describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', 
     // The mysql pods ran on kwok nodes, the postgres pods on the real node (kubectl get pods -o wide).
     assert.match(out, /^production-db-0\s.*\skwok-node-\d/m);
     assert.match(out, /^demo-pg-0\s.*\sreal-node-0\s/m);
+  });
+
+  test("an orphaned process exiting in the primary's container does not restart PostgreSQL (pause is PID 1)", async () => {
+    // What the demo met on a loaded machine: exec probes that time out leave orphans; one dying by a signal
+    // made the postmaster (then PID 1) restart as after a crash. Here an exec leaves an orphan that kills itself.
+    const kubeconfig = runningCluster(CLUSTER)!.kubeconfigPath;
+    const kubectl = (...args: string[]) =>
+      spawnSync('kubectl', ['--kubeconfig', kubeconfig, '-n', 'demo', ...args], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    const exec = kubectl(
+      'exec',
+      'demo-pg-0',
+      '-c',
+      'postgres',
+      '--',
+      'sh',
+      '-c',
+      'sh -c "sleep 1; kill -USR2 \\$\\$" >/dev/null 2>&1 &',
+    );
+    assert.equal(exec.status, 0, exec.stderr);
+    await new Promise((r) => setTimeout(r, 5000));
+    const logs = kubectl('logs', 'demo-pg-0', '-c', 'postgres', '--since=30s');
+    assert.equal(logs.status, 0, logs.stderr);
+    assert.doesNotMatch(logs.stdout, /terminated by signal 12|reinitializing/);
+    const pid1 = kubectl('exec', 'demo-pg-0', '-c', 'postgres', '--', 'cat', '/proc/1/cmdline');
+    assert.doesNotMatch(pid1.stdout, /^postgres/, 'PID 1 is not the postmaster');
   });
 
   test('--in-cluster: the operator built, loaded and deployed reconciles a new PostgreSQL Database', async () => {

@@ -17,7 +17,7 @@ const CLUSTER = `demo-test-${process.pid}`;
 const SIMULATED = `demo-test-sim-${process.pid}`;
 
 describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', {
-  timeout: 2_400_000,
+  timeout: 3_600_000,
   skip: process.getuid?.() === 0 ? false : 'real nodes need root',
 }, () => {
   after(async () => {
@@ -58,7 +58,10 @@ describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', 
     assert.doesNotMatch(out, /PGPASSWORD=|password:/i);
   };
 
-  test('npm run demo -- --local: Running 3/3 streaming, the row read back through the read-only Service', async () => {
+  // Per-test bounds: generous safety bounds for a loaded 2-core machine (the runner's default is 10 minutes).
+  test('npm run demo -- --local: Running 3/3 streaming, the row read back through the read-only Service', {
+    timeout: 1_200_000,
+  }, async () => {
     const { code, out } = await run([
       '--local',
       '--cluster',
@@ -108,7 +111,9 @@ describe('the demo on a mixed cluster (real PostgreSQL pods, simulated mysql)', 
     assert.doesNotMatch(pid1.stdout, /^postgres/, 'PID 1 is not the postmaster');
   });
 
-  test('--in-cluster: the operator built, loaded and deployed reconciles a new PostgreSQL Database', async () => {
+  test('--in-cluster: the operator built, loaded and deployed reconciles a new PostgreSQL Database', {
+    timeout: 1_800_000,
+  }, async () => {
     const { code, out } = await run([
       '--local',
       '--cluster',

@@ -286,6 +286,13 @@ async function waitRunning(
   kubeconfig: string,
 ): Promise<Map<string, Database>> {
   const started = Date.now();
+  // Never silent for long: a line at least every 30 s while nothing changes.
+  let said = started;
+  const print = say;
+  say = (line) => {
+    said = Date.now();
+    print(line);
+  };
   const last = new Map<string, string>();
   const lastPods = new Map<string, string>();
   const done = new Map<string, Database>();
@@ -314,6 +321,13 @@ async function waitRunning(
         done.set(t.name, db);
     }
     if (done.size === targets.length) return done;
+    if (Date.now() - said >= 30_000)
+      say(
+        `${stamp(started)} ... still waiting for ${targets
+          .filter((t) => !done.has(t.name))
+          .map((t) => t.name)
+          .join(', ')}`,
+      );
     if (Date.now() - started > timeoutMs) {
       const waiting = targets.filter((t) => !done.has(t.name));
       throw new DemoFailure(

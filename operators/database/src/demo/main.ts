@@ -214,7 +214,8 @@ export async function demo(
     const pg = dbs.get(PG_DEMO_NAME);
     if (pg) await showPostgres(client, pg, kubeconfig, timeoutMs, say);
 
-    const seedDb = dbs.get(sampleName);
+    // Read again: currentPrimary can come a moment after Running.
+    const seedDb = await client.get(Databases.resource, { namespace, name: sampleName });
     const endpoints = seedDb?.status?.endpoints;
     say(
       `\n${sampleName} is Running (simulated): primary ${seedDb?.status?.currentPrimary ?? '-'}, read-write ${endpoints?.readWrite ?? '-'}:${endpoints?.port ?? '-'}` +

@@ -354,10 +354,12 @@ export class HttpTransport {
           const error = new RequestTimeoutError(
             `${method} ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
           );
+          // Sent and no answer in time: it likely sat on a dead pooled socket, and so may the others (a
+          // request still waiting for a free socket of a full pool proves nothing).
+          const sent = req.socket !== null;
           finish({ error, retryable: false });
           req.destroy();
-          // A request that got no answer in time likely sat on a dead pooled socket: so may the others.
-          presumeDead(this.agent, this.config.host, error);
+          if (sent) presumeDead(this.agent, this.config.host, error);
         }, timeoutMs);
       }
       req.on('error', (err: NodeJS.ErrnoException) => {
@@ -414,9 +416,10 @@ export class HttpTransport {
           const error = new RequestTimeoutError(
             `GET ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
           );
+          const sent = req.socket !== null;
           finish(error);
           req.destroy();
-          presumeDead(this.agent, this.config.host, error);
+          if (sent) presumeDead(this.agent, this.config.host, error);
         }, timeoutMs);
       }
       req.on('error', (err) => {

@@ -15,6 +15,7 @@ import {
   configFromKubeConfig,
   createClient,
   DeadConnectionError,
+  RequestTimeoutError,
   type RestClient,
   type StaleConnectionError,
 } from '../../src/client/index.ts';
@@ -99,6 +100,27 @@ describe('a pool with half-open connections', () => {
     client = createClient(configFromKubeConfig(kc));
   });
 
+  /** A client of its own pool (a config of its own) to the same proxy. */
+  function ownClient(maxSockets: number): RestClient {
+    const kc = new KubeConfig();
+    kc.loadFromClusterAndUser(
+      { name: 'c', server: `http://127.0.0.1:${proxy.port}`, skipTLSVerify: true },
+      { name: 'u', token: 't' },
+    );
+    return createClient(configFromKubeConfig(kc), { maxSockets });
+  }
+
+  /** 'still open' if `next` neither yields nor fails within `ms`. */
+  function stillOpenAfter(next: Promise<unknown>, ms: number): Promise<string> {
+    return Promise.race([
+      next.then(
+        () => 'event',
+        (err: unknown) => `error ${String(err)}`,
+      ),
+      new Promise<string>((r) => setTimeout(() => r('still open'), ms)),
+    ]);
+  }
+
   after(async () => {
     client.close();
     for (const w of watches) w.destroy();
@@ -178,14 +200,26 @@ describe('a pool with half-open connections', () => {
     setTimeout(() => liveRes?.write(event('x')), 500);
     const ev = await live.next();
     assert.equal(ev.done, false);
-    const after = await Promise.race([
-      live.next().then(
-        () => 'event',
-        (err: unknown) => `error ${String(err)}`,
-      ),
-      new Promise((r) => setTimeout(() => r('still open'), 3000)),
-    ]);
-    assert.equal(after, 'still open');
+    assert.equal(await stillOpenAfter(live.next(), 3000), 'still open');
     stop.abort();
+  });
+
+  test('a request that times out waiting for a free socket of a full pool closes nothing', {
+    timeout: 20_000,
+  }, async () => {
+    const small = ownClient(1);
+    const stop = new AbortController();
+    try {
+      const watch = small.watch(ConfigMaps, { namespace: 'ns', signal: stop.signal })[Symbol.asyncIterator]();
+      await watch.next(); // holds the pool's only socket
+      await assert.rejects(
+        small.transport.request({ method: 'GET', path: '/api/v1/namespaces', timeoutMs: 300 }),
+        RequestTimeoutError,
+      );
+      assert.equal(await stillOpenAfter(watch.next(), 3000), 'still open');
+    } finally {
+      stop.abort();
+      small.close();
+    }
   });
 });

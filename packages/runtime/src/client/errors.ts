@@ -91,6 +91,11 @@ export interface PoolSweep {
   requests: number;
   watches: number;
   proveAliveMs: number;
+  /**
+   * The connection this error is about was already being checked by an earlier sweep (its own deadline
+   * came first): no new sweep was started, the figures are the earlier sweep's.
+   */
+  joined?: true;
 }
 
 /**

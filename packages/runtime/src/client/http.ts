@@ -178,8 +178,11 @@ export class HttpTransport {
     const onStale = (): void => {
       const reason: unknown = signal?.reason;
       if (reason instanceof StaleConnectionError && !(reason instanceof DeadConnectionError)) {
+        const pending = conn.underCheck();
         conn.done();
-        presumeDead(this.agent, this.config.host, reason);
+        // Already under an earlier sweep's check (its own deadline came first): that sweep covers it.
+        if (pending) reason.sweep = { ...pending, joined: true };
+        else presumeDead(this.agent, this.config.host, reason);
       }
     };
     signal?.addEventListener('abort', onStale, { once: true });

@@ -49,12 +49,15 @@ export interface InFlight {
   alive(): void;
   /** Unregisters it (the request ended). */
   done(): void;
+  /** The sweep whose check this connection is under right now, if any. */
+  underCheck(): PoolSweep | undefined;
 }
 
 interface Tracked {
   kind: 'request' | 'watch';
   deliveries: number;
   active: boolean;
+  checkedBy: PoolSweep | undefined;
   abort: (err: DeadConnectionError) => void;
 }
 
@@ -74,7 +77,7 @@ export function trackInFlight(
     set = new Set();
     inFlight.set(agent, set);
   }
-  const t: Tracked = { kind, deliveries: 0, active: true, abort };
+  const t: Tracked = { kind, deliveries: 0, active: true, checkedBy: undefined, abort };
   set.add(t);
   const pool = set;
   return {
@@ -85,6 +88,7 @@ export function trackInFlight(
       t.active = false;
       pool.delete(t);
     },
+    underCheck: () => t.checkedBy,
   };
 }
 
@@ -111,8 +115,10 @@ export function presumeDead(
     proveAliveMs,
   };
   if (checked.length > 0) {
+    for (const { t } of checked) t.checkedBy ??= sweep;
     setTimeout(() => {
       for (const { t, seen } of checked) {
+        if (t.checkedBy === sweep) t.checkedBy = undefined;
         if (!t.active || t.deliveries !== seen) continue;
         t.abort(
           new DeadConnectionError(

@@ -76,6 +76,14 @@ export function informerLogLine(err: unknown, ctx: InformerErrorInfo): InformerL
         withStack: false,
       };
     }
+    if (err instanceof WatchSilenceError && err.sweep?.joined) {
+      return {
+        level: 'debug',
+        msg: 're-opening a silent watch: its pool was already checking its connections',
+        fields: { ...where, error: messageOf(err) },
+        withStack: false,
+      };
+    }
     if (err instanceof WatchSilenceError) {
       // The one line of a half-open: the watches and requests the pool closed with it log at debug.
       const sweep = err.sweep;

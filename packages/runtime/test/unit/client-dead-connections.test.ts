@@ -19,6 +19,7 @@ import {
   type RestClient,
   type StaleConnectionError,
 } from '../../src/client/index.ts';
+import { informerLogLine } from '../../src/log/informer-errors.ts';
 
 /** A TCP proxy whose open connections can be made half-open: never forwarded, never closed. */
 class HalfOpenProxy {
@@ -202,6 +203,27 @@ describe('a pool with half-open connections', () => {
     assert.equal(ev.done, false);
     assert.equal(await stillOpenAfter(live.next(), 3000), 'still open');
     stop.abort();
+  });
+
+  test('a second watch reaching its own deadline during the check joins it: one sweep, one warning', {
+    timeout: 20_000,
+  }, async () => {
+    const stops = [new AbortController(), new AbortController()];
+    const [a, b] = stops.map((stop) =>
+      client.watch(ConfigMaps, { namespace: 'ns', signal: stop.signal })[Symbol.asyncIterator](),
+    );
+    await a?.next();
+    await b?.next();
+    const first = new WatchSilenceError(35_000);
+    const second = new WatchSilenceError(35_000);
+    stops[0]?.abort(first);
+    await new Promise((r) => setTimeout(r, 500));
+    stops[1]?.abort(second);
+    assert.equal(first.sweep?.joined, undefined);
+    assert.equal(first.sweep?.watches, 1);
+    assert.deepEqual(second.sweep, { ...first.sweep, joined: true });
+    assert.equal(informerLogLine(first, { phase: 'watch', action: 'rewatch' }).level, 'warn');
+    assert.equal(informerLogLine(second, { phase: 'watch', action: 'rewatch' }).level, 'debug');
   });
 
   test('a request that times out waiting for a free socket of a full pool closes nothing', {

@@ -110,7 +110,7 @@ export class WatchSilenceError extends StaleConnectionError {
   readonly silenceMs: number;
   constructor(silenceMs: number) {
     super(
-      `watch delivered nothing, not even a bookmark, for ${Math.round(silenceMs / 1000)} s: ` +
+      `watch delivered nothing, not even its end at its timeout, for ${Math.round(silenceMs / 1000)} s: ` +
         'the connection is presumed dead; re-opening the watch on a new connection',
     );
     this.name = 'WatchSilenceError';

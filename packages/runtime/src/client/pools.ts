@@ -3,6 +3,10 @@
  * every request and watch; a separate pool serves requests that must never wait for a socket behind
  * watches (leader election's Lease renewals use LEADER_ELECTION_POOL). Every open watch holds one
  * socket of its pool for as long as it runs.
+ *
+ * Dead connections: the transport registers every request and watch in flight (trackInFlight); when one
+ * connection of a pool is found dead, presumeDead closes the pool's idle connections and every connection
+ * in use that delivers nothing within PROVE_ALIVE_MS. Sockets get TCP keepalive (30 s idle) from the agent.
  */
 import * as http from 'node:http';
 import * as https from 'node:https';

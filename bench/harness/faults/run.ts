@@ -19,6 +19,8 @@ import { installOperatorRbac, waitAuthorized, writeOperatorKubeconfig } from './
 import { FaultProxy } from './proxy.ts';
 
 const LEASE = 'database-operator.myapp.example.com';
+/** The ConfigMap kube-controller-manager's root-ca-cert-publisher writes into every namespace. */
+const CLUSTER_CA_CONFIGMAP = 'ConfigMap/kube-root-ca.crt';
 
 export interface FaultRunOptions {
   fault: FaultName;
@@ -318,7 +320,8 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
 
     await sleep(2000);
     const expected = new Set([...observer.dbs.values()].flatMap((db) => expectedChildKeys(db)));
-    const orphans = [...observer.children].filter((k) => !expected.has(k));
+    // kube-controller-manager publishes kube-root-ca.crt into every namespace (cluster mode): not the operator's.
+    const orphans = [...observer.children].filter((k) => !expected.has(k) && k !== CLUSTER_CA_CONFIGMAP);
     result.orphans = orphans.length;
     if (orphans.length > 0) result.notes.push(`orphans: ${orphans.slice(0, 5).join(', ')}`);
     result.secretsRegenerated = secrets.changed.size;

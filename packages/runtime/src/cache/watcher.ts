@@ -13,9 +13,15 @@
  * - Any other error (connection refused, 5xx, 429, a broken stream) is reported to `onError` and retried
  *   after an exponential backoff: a failed list is listed again, a failed watch is re-opened at the last
  *   resourceVersion (if that is too old by then, the server answers 410 and the watcher relists).
- * - A watch that stays open but delivers nothing at all, not even a bookmark, for `silenceTimeoutMs`
- *   (65 s: bookmarks come every minute) is aborted and re-opened on a new connection (half-open TCP
- *   connections would otherwise hang forever).
+ * - Each watch asks the server to end it after 25-35 s (`timeoutSeconds`), and kube-apiserver does, on
+ *   time; bookmarks alone prove nothing on a quiet resource (the cacher sends one only once its
+ *   resourceVersion moved past the watch's: measured 120 s apart on a quiet cluster,
+ *   bench/harness/faults/watch-gaps.ts). A watch that stays open but delivers nothing at all, not even
+ *   its end, for `silenceTimeoutMs` (its timeout, at most 60 s, plus 10 s) is aborted and re-opened on a
+ *   new connection: a half-open TCP connection (the far end gone without FIN) would otherwise hang
+ *   forever. The transport then closes the pool's idle connections and every connection in use that does
+ *   not deliver within 2 s (client/pools.ts): the other watches and requests on dead connections end too
+ *   (a DeadConnectionError; watches re-open at once).
  * - The backoff starts over once a watch delivers its first event or bookmark, or stayed open for 2 s
  *   (it was accepted) before it failed.
  *
@@ -67,15 +73,18 @@ export interface WatcherOptions {
   /** List page size (`limit`). Default 500. */
   pageSize?: number;
   /**
-   * Server-side timeout for each watch request. Default: random in [300, 600) seconds per request, like
-   * client-go, so that watches of many clients do not all end at once.
+   * Server-side timeout for each watch request. Default: random in [25, 35) seconds per request. client-go
+   * uses 5-10 min and finds dead connections with HTTP/2 pings; on HTTP/1.1 nothing can be sent on a
+   * connection a watch holds, so the end of each watch, which the server sends on time, is what proves
+   * the connection alive. Random, so that the watches of many clients do not all end at once. A
+   * re-opened watch starts at the last resourceVersion: no relist, nothing re-delivered.
    */
   watchTimeoutSeconds?: number;
   /**
-   * Abort and re-open a watch that delivered nothing for this long (ms). Default 65 s: kube-apiserver
-   * sends every watch that asked for bookmarks one about every minute, so a minute and more without a
-   * byte means the connection is dead (half-open: the far end gone without FIN, or a middlebox that
-   * keeps the TCP session alive but forwards nothing). Never later than the watch's timeout plus 30 s.
+   * Abort and re-open a watch that delivered nothing, not even its end, for this long (ms). Default: the
+   * watch's timeout (at most 60 s: longer watches get a bookmark about every minute while the resource
+   * changes) plus 10 s. That long without a byte means the connection is dead (half-open: the far end
+   * gone without FIN, or a middlebox that keeps the TCP session alive but forwards nothing).
    */
   silenceTimeoutMs?: number;
   /** Backoff for retries after errors; a Backoff instance or options for one. */
@@ -101,7 +110,7 @@ export class WatchSilenceError extends StaleConnectionError {
   readonly silenceMs: number;
   constructor(silenceMs: number) {
     super(
-      `watch delivered nothing, not even a bookmark, for ${Math.round(silenceMs / 1000)} s: ` +
+      `watch delivered nothing, not even its end at its timeout, for ${Math.round(silenceMs / 1000)} s: ` +
         'the connection is presumed dead; re-opening the watch on a new connection',
     );
     this.name = 'WatchSilenceError';
@@ -118,10 +127,18 @@ export class ShortWatchError extends Error {
 }
 
 export const DEFAULT_PAGE_SIZE = 500;
-const MIN_WATCH_TIMEOUT_SECONDS = 300;
-const SILENCE_GRACE_MS = 30_000;
-/** Bookmarks arrive about every 60 s (the cacher's bookmarkFrequency) plus 5 s of slack. */
-export const DEFAULT_SILENCE_TIMEOUT_MS = 65_000;
+/** The default watch timeout is random in [MIN, MIN * 1.4) seconds: 25-35 s. */
+const MIN_WATCH_TIMEOUT_SECONDS = 25;
+const WATCH_TIMEOUT_SPREAD = 0.4;
+/** kube-apiserver's cacher sends a bookmark about every minute (bookmarkFrequency) once its resourceVersion moved. */
+const BOOKMARK_INTERVAL_MS = 60_000;
+/** Slack on top of the longest healthy silence (the watch's timeout; measured 0.7 s late at load 33). */
+const SILENCE_GRACE_MS = 10_000;
+
+/** The silence after which a watch with this server-side timeout is presumed dead (ms). */
+export function silenceTimeoutFor(watchTimeoutSeconds: number): number {
+  return Math.min(BOOKMARK_INTERVAL_MS, watchTimeoutSeconds * 1000) + SILENCE_GRACE_MS;
+}
 /**
  * A clean close sooner than this (or than half the watch timeout) with no events is treated as an error,
  * so a server that keeps closing watches at once does not cause a hot loop.
@@ -231,9 +248,10 @@ export async function* watcher<T extends KubeObject>(
     const ctrl = new AbortController();
     const onAbort = (): void => ctrl.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
-    const timeoutSeconds = opts.watchTimeoutSeconds ?? Math.floor(MIN_WATCH_TIMEOUT_SECONDS * (1 + random()));
-    const silenceMs =
-      opts.silenceTimeoutMs ?? Math.min(DEFAULT_SILENCE_TIMEOUT_MS, timeoutSeconds * 1000 + SILENCE_GRACE_MS);
+    const timeoutSeconds =
+      opts.watchTimeoutSeconds ??
+      Math.floor(MIN_WATCH_TIMEOUT_SECONDS * (1 + WATCH_TIMEOUT_SPREAD * random()));
+    const silenceMs = opts.silenceTimeoutMs ?? silenceTimeoutFor(timeoutSeconds);
     const startedAt = clock.now();
     let received = 0;
     let timer: TimerHandle | undefined;
@@ -331,7 +349,9 @@ export async function* watcher<T extends KubeObject>(
         // ends at once): what failed before is over, so the backoff starts from its first step again,
         // even for an idle watch that never delivered (a flapping link reconnects in about a second).
         if (clock.now() - startedAt >= ACCEPTED_WATCH_MS) backoff.reset();
-        if (failure instanceof WatchSilenceError) {
+        // Found dead (silent), or closed by the pool with other dead connections: re-open at once on a
+        // new connection; nothing failed on the server's side.
+        if (failure instanceof StaleConnectionError) {
           report(failure, { phase: 'watch', resourceVersion, action: 'rewatch' });
         } else if (!(await backOff(failure, 'watch'))) return;
         break;

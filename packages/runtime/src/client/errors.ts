@@ -83,11 +83,29 @@ export function isUnreachable(err: unknown): boolean {
   return findCause(err, ConnectionError) !== undefined;
 }
 
+/** What a connection pool did when one of its connections was found dead (see presumeDead in pools.ts). */
+export interface PoolSweep {
+  /** Idle keep-alive connections closed at once. */
+  idleClosed: number;
+  /** Requests and watches in flight on the pool, each closed unless it delivers a byte within `proveAliveMs`. */
+  requests: number;
+  watches: number;
+  proveAliveMs: number;
+  /**
+   * The connection this error is about was already being checked by an earlier sweep (its own deadline
+   * came first): no new sweep was started, the figures are the earlier sweep's.
+   */
+  joined?: true;
+}
+
 /**
  * A connection found dead without an error from the network (a watch silent for longer than the API
- * server ever stays silent): aborting a request or watch with it also drops the pool's idle sockets.
+ * server ever stays silent): aborting a request or watch with it also makes the pool close its idle
+ * connections and check every connection in use (`sweep` says what it found).
  */
 export class StaleConnectionError extends ConnectionError {
+  /** Set by the pool when it acted on this error (half-open connections are rarely alone). */
+  sweep: PoolSweep | undefined;
   constructor(message: string, cause?: unknown) {
     super(message, cause);
     this.name = 'StaleConnectionError';
@@ -99,6 +117,18 @@ export function statusFromBody(httpCode: number, body: unknown): Status {
   return body && typeof body === 'object' && (body as Status).kind === 'Status'
     ? (body as Status)
     : { code: httpCode, message: typeof body === 'string' && body ? body : `HTTP ${httpCode}` };
+}
+
+/**
+ * A request or watch closed by its pool: another connection of the pool was found dead, and this one
+ * delivered nothing within the pool's check (half-open connections die together). GETs are retried once
+ * on a new connection; watches re-open at once; other requests fail with it and their caller retries.
+ */
+export class DeadConnectionError extends StaleConnectionError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DeadConnectionError';
+  }
 }
 
 /** Maps an HTTP status code and body to the matching typed error. */

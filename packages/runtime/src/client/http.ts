@@ -13,12 +13,13 @@ import type { RequestAuth, RestConfig } from './config.ts';
 import {
   type ApiError,
   ConnectionError,
+  DeadConnectionError,
   errorFromStatus,
   StaleConnectionError,
   UnauthorizedError,
 } from './errors.ts';
 import { jsonLines } from './json-lines.ts';
-import { type AnyAgent, agentFor, dropIdleSockets } from './pools.ts';
+import { type AnyAgent, agentFor, type InFlight, presumeDead, trackInFlight } from './pools.ts';
 import { buildQuery, type Query } from './query.ts';
 
 export { JsonLineDecoder, jsonLines } from './json-lines.ts';
@@ -170,41 +171,82 @@ export class HttpTransport {
     timeoutMs: number | undefined,
   ): AsyncGenerator<unknown> {
     if (signal?.aborted) return;
-    let opened: { req: http.ClientRequest; res: http.IncomingMessage } | undefined;
-    try {
-      const auth = await authenticate(this.config, signal);
-      try {
-        opened = await this.#open(path, auth, signal, timeoutMs);
-      } catch (err) {
-        if (!(err instanceof UnauthorizedError)) throw err;
-        const fresh = await reauthenticate(this.config, auth, signal);
-        if (!fresh) throw err;
-        opened = await this.#open(path, fresh, signal, timeoutMs);
+    // Closed by the pool (a DeadConnectionError) when another of its connections was found dead and
+    // this one delivered nothing within the pool's check: then the stream throws that error.
+    const dead = new AbortController();
+    const conn = trackInFlight(this.agent, 'watch', (err) => dead.abort(err));
+    // Aborted by its caller as a dead connection (a silent watch): the pool checks its other connections.
+    const onStale = (): void => {
+      const reason: unknown = signal?.reason;
+      if (reason instanceof StaleConnectionError && !(reason instanceof DeadConnectionError)) {
+        const pending = conn.underCheck();
+        conn.done();
+        // Already under an earlier sweep's check (its own deadline came first): that sweep covers it.
+        if (pending) reason.sweep = { ...pending, joined: true };
+        else presumeDead(this.agent, this.config.host, reason);
       }
+    };
+    signal?.addEventListener('abort', onStale, { once: true });
+    const both = signal ? AbortSignal.any([signal, dead.signal]) : dead.signal;
+    try {
+      let opened: { req: http.ClientRequest; res: http.IncomingMessage } | undefined;
+      try {
+        const auth = await authenticate(this.config, both);
+        try {
+          opened = await this.#open(path, auth, both, timeoutMs);
+        } catch (err) {
+          if (!(err instanceof UnauthorizedError)) throw err;
+          const fresh = await reauthenticate(this.config, auth, both);
+          if (!fresh) throw err;
+          opened = await this.#open(path, fresh, both, timeoutMs);
+        }
+      } catch (err) {
+        if (dead.signal.aborted) throw dead.signal.reason;
+        if (signal?.aborted) return;
+        throw err;
+      }
+      if (!opened) {
+        // aborted before the response arrived
+        if (dead.signal.aborted) throw dead.signal.reason;
+        return;
+      }
+      conn.alive();
+      yield* this.#read(path, opened, both, conn);
+      if (dead.signal.aborted) throw dead.signal.reason;
     } catch (err) {
-      if (signal?.aborted) return;
+      if (dead.signal.aborted) throw dead.signal.reason;
       throw err;
+    } finally {
+      signal?.removeEventListener('abort', onStale);
+      conn.done();
     }
-    if (!opened) return; // aborted before the response arrived
-    const { req, res } = opened;
+  }
+
+  /** The values of an opened stream until the server ends it (or `signal` aborts: then it just ends). */
+  async *#read(
+    path: string,
+    { req, res }: { req: http.ClientRequest; res: http.IncomingMessage },
+    signal: AbortSignal,
+    conn: InFlight,
+  ): AsyncGenerator<unknown> {
     let aborted = false;
     const onAbort = (): void => {
       aborted = true;
       res.destroy();
     };
-    signal?.addEventListener('abort', onAbort, { once: true });
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
-      if (signal?.aborted) return;
-      for await (const value of jsonLines(res)) yield value;
+      if (signal.aborted) return;
+      for await (const value of jsonLines(res)) {
+        conn.alive();
+        yield value;
+      }
     } catch (err) {
-      if (aborted || signal?.aborted) return;
+      if (aborted || signal.aborted) return;
       if (err instanceof SyntaxError) throw err;
       throw new ConnectionError(`stream ${path} from ${this.config.host} broke: ${messageOf(err)}`, err);
     } finally {
-      signal?.removeEventListener('abort', onAbort);
-      // Aborted as a dead connection (a silent watch): the idle sockets opened as long ago are likely
-      // dead too, and the next request or watch must not wait out a timeout on one of them.
-      if (signal?.aborted && signal.reason instanceof StaleConnectionError) dropIdleSockets(this.agent);
+      signal.removeEventListener('abort', onAbort);
       // Ended by the server: the socket goes back to the pool. Otherwise it must not be reused.
       if (!res.complete) {
         res.destroy();
@@ -268,9 +310,15 @@ export class HttpTransport {
       let settled = false;
       let timer: NodeJS.Timeout | undefined;
       const req = this.#module.request(this.#options(method, path, auth, extra));
+      // Closed by the pool when another of its connections was found dead and this one stayed silent.
+      const conn = trackInFlight(this.agent, 'request', (error) => {
+        finish({ error, retryable: true });
+        req.destroy();
+      });
       const finish = (result: RawResponse | AttemptFailure | Error): void => {
         if (settled) return;
         settled = true;
+        conn.done();
         if (timer) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (result instanceof Error) {
@@ -287,15 +335,15 @@ export class HttpTransport {
       signal?.addEventListener('abort', onAbort, { once: true });
       if (timeoutMs > 0) {
         timer = setTimeout(() => {
-          finish({
-            error: new RequestTimeoutError(
-              `${method} ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
-            ),
-            retryable: false,
-          });
+          const error = new RequestTimeoutError(
+            `${method} ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
+          );
+          // Sent and no answer in time: it likely sat on a dead pooled socket, and so may the others (a
+          // request still waiting for a free socket of a full pool proves nothing).
+          const sent = req.socket !== null;
+          finish({ error, retryable: false });
           req.destroy();
-          // A request that got no answer in time likely sat on a dead pooled socket: so may the others.
-          dropIdleSockets(this.agent);
+          if (sent) presumeDead(this.agent, this.config.host, error);
         }, timeoutMs);
       }
       req.on('error', (err: NodeJS.ErrnoException) => {
@@ -303,8 +351,12 @@ export class HttpTransport {
         finish({ error: this.#connectionError(method, path, err), retryable });
       });
       req.on('response', (res) => {
+        conn.alive();
         const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('data', (chunk: Buffer) => {
+          conn.alive();
+          chunks.push(chunk);
+        });
         res.on('end', () =>
           finish({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
         );
@@ -345,11 +397,13 @@ export class HttpTransport {
       if (timeoutMs > 0) {
         timer = setTimeout(() => {
           this.#metric('GET', '<error>', start);
-          finish(
-            new RequestTimeoutError(`GET ${path} to ${this.config.host} timed out after ${timeoutMs}ms`),
+          const error = new RequestTimeoutError(
+            `GET ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
           );
+          const sent = req.socket !== null;
+          finish(error);
           req.destroy();
-          dropIdleSockets(this.agent);
+          if (sent) presumeDead(this.agent, this.config.host, error);
         }, timeoutMs);
       }
       req.on('error', (err) => {

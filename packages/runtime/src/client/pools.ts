@@ -3,10 +3,15 @@
  * every request and watch; a separate pool serves requests that must never wait for a socket behind
  * watches (leader election's Lease renewals use LEADER_ELECTION_POOL). Every open watch holds one
  * socket of its pool for as long as it runs.
+ *
+ * Dead connections: the transport registers every request and watch in flight (trackInFlight); when one
+ * connection of a pool is found dead, presumeDead closes the pool's idle connections and every connection
+ * in use that delivers nothing within PROVE_ALIVE_MS. Sockets get TCP keepalive (30 s idle) from the agent.
  */
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { RestConfig } from './config.ts';
+import { DeadConnectionError, type PoolSweep, StaleConnectionError } from './errors.ts';
 
 const DEFAULT_MAX_SOCKETS = 100;
 
@@ -22,11 +27,114 @@ const agents = new WeakMap<RestConfig, Map<string, AnyAgent>>();
 /**
  * Destroys the pool's idle keep-alive sockets (sockets in use are left alone): after a connection was
  * found dead, the next request opens a fresh one instead of waiting out a timeout on a stale socket.
+ * Returns how many it closed.
  */
-export function dropIdleSockets(agent: AnyAgent): void {
+export function dropIdleSockets(agent: AnyAgent): number {
+  let n = 0;
   for (const sockets of Object.values(agent.freeSockets)) {
-    for (const socket of sockets ?? []) socket.destroy();
+    for (const socket of sockets ?? []) {
+      socket.destroy();
+      n++;
+    }
   }
+  return n;
+}
+
+/**
+ * How long a connection in use must take to deliver a byte once another connection of its pool was found
+ * dead. The API server answers ordinary requests in milliseconds; an idle watch that is closed for nothing
+ * re-opens from its resourceVersion (no relist).
+ */
+export const PROVE_ALIVE_MS = 2000;
+
+/** A request or watch in flight on a pool's connection, as the transport registers it. */
+export interface InFlight {
+  /** Tells the pool the connection delivered something (a response, a chunk, a watch event). */
+  alive(): void;
+  /** Unregisters it (the request ended). */
+  done(): void;
+  /** The sweep whose check this connection is under right now, if any. */
+  underCheck(): PoolSweep | undefined;
+}
+
+interface Tracked {
+  kind: 'request' | 'watch';
+  deliveries: number;
+  active: boolean;
+  checkedBy: PoolSweep | undefined;
+  abort: (err: DeadConnectionError) => void;
+}
+
+const inFlight = new WeakMap<AnyAgent, Set<Tracked>>();
+
+/**
+ * Registers a request or watch in flight on `agent`'s pool: if the pool finds a connection dead
+ * meanwhile, `abort` is called with a DeadConnectionError unless this one delivered within the check.
+ */
+export function trackInFlight(
+  agent: AnyAgent,
+  kind: 'request' | 'watch',
+  abort: (err: DeadConnectionError) => void,
+): InFlight {
+  let set = inFlight.get(agent);
+  if (!set) {
+    set = new Set();
+    inFlight.set(agent, set);
+  }
+  const t: Tracked = { kind, deliveries: 0, active: true, checkedBy: undefined, abort };
+  set.add(t);
+  const pool = set;
+  return {
+    alive: () => {
+      t.deliveries++;
+    },
+    done: () => {
+      t.active = false;
+      pool.delete(t);
+    },
+    underCheck: () => t.checkedBy,
+  };
+}
+
+/**
+ * One connection of `agent`'s pool was found dead (`cause`: a watch silent past its deadline, a request
+ * without an answer in its timeout). Half-open connections rarely come alone (a peer or a middlebox lost
+ * them all), and on HTTP/1.1 a connection in use cannot be probed; so, like an HTTP/2 ping sent to every
+ * connection: idle connections are closed at once, and every request or watch in flight must deliver
+ * something within `proveAliveMs` or is closed with a DeadConnectionError (its caller retries on a new
+ * connection). Returns what it did; when `cause` is a StaleConnectionError, also records it there.
+ */
+export function presumeDead(
+  agent: AnyAgent,
+  host: string,
+  cause: Error,
+  proveAliveMs = PROVE_ALIVE_MS,
+): PoolSweep {
+  const idleClosed = dropIdleSockets(agent);
+  const checked = [...(inFlight.get(agent) ?? [])].map((t) => ({ t, seen: t.deliveries }));
+  const sweep: PoolSweep = {
+    idleClosed,
+    requests: checked.filter((c) => c.t.kind === 'request').length,
+    watches: checked.filter((c) => c.t.kind === 'watch').length,
+    proveAliveMs,
+  };
+  if (checked.length > 0) {
+    for (const { t } of checked) t.checkedBy ??= sweep;
+    setTimeout(() => {
+      for (const { t, seen } of checked) {
+        if (t.checkedBy === sweep) t.checkedBy = undefined;
+        if (!t.active || t.deliveries !== seen) continue;
+        t.abort(
+          new DeadConnectionError(
+            `connection to ${host} closed: another connection of its pool was found dead (${cause.message}) ` +
+              `and this one delivered nothing within ${proveAliveMs} ms; retry on a new connection`,
+          ),
+        );
+      }
+    }, proveAliveMs).unref();
+  }
+  if (cause instanceof StaleConnectionError) cause.sweep = sweep;
+  return sweep;
 }
 
 /** The keep-alive agent of `pool`, shared by every transport of `config` that uses that pool. */

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { ShortWatchError, WatchSilenceError } from '../cache/watcher.ts';
 import {
   ConnectionError,
+  DeadConnectionError,
   ForbiddenError,
   NotFoundError,
   ServerError,
@@ -75,10 +76,49 @@ export function informerLogLine(err: unknown, ctx: InformerErrorInfo): InformerL
         withStack: false,
       };
     }
-    if (ctx.action === 'rewatch' || err instanceof WatchSilenceError) {
+    if (err instanceof WatchSilenceError && err.sweep?.joined) {
+      return {
+        level: 'debug',
+        msg: 're-opening a silent watch: its pool was already checking its connections',
+        fields: { ...where, error: messageOf(err) },
+        withStack: false,
+      };
+    }
+    if (err instanceof WatchSilenceError) {
+      // The one line of a half-open: the watches and requests the pool closed with it log at debug.
+      const sweep = err.sweep;
+      return {
+        level: 'warn',
+        msg:
+          'connection to the API server presumed dead (a watch silent past its deadline, half-open): ' +
+          're-opening the watch on a new connection' +
+          (sweep
+            ? `; the pool closed its idle connections and closes those in use that deliver nothing within ${
+                sweep.proveAliveMs / 1000
+              } s`
+            : ''),
+        fields: {
+          ...where,
+          silentSeconds: Math.round(err.silenceMs / 1000),
+          ...(sweep
+            ? { idleClosed: sweep.idleClosed, watchesChecked: sweep.watches, requestsChecked: sweep.requests }
+            : {}),
+        },
+        withStack: false,
+      };
+    }
+    if (err instanceof DeadConnectionError) {
+      return {
+        level: 'debug',
+        msg: 're-opening a watch closed with the dead connections of its pool',
+        fields: { ...where, error: messageOf(err) },
+        withStack: false,
+      };
+    }
+    if (ctx.action === 'rewatch') {
       return {
         level: 'info',
-        msg: 're-opening a silent watch',
+        msg: 're-opening a watch on a new connection',
         fields: { ...where, error: messageOf(err) },
         withStack: false,
       };

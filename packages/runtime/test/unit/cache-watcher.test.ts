@@ -106,7 +106,7 @@ describe('watcher', () => {
     assert.equal(w.opts.allowWatchBookmarks, true);
     assert.equal(w.opts.namespace, 'ns');
     assert.equal(w.opts.labelSelector, 'app=x');
-    assert.equal(w.opts.timeoutSeconds, 300, 'random 5-10 min; random() = 0 gives 300 s');
+    assert.equal(w.opts.timeoutSeconds, 25, 'random 25-35 s; random() = 0 gives 25 s');
     w.push({ type: 'ADDED', object: cm('c', '11') });
     w.bookmark('12');
     w.push({ type: 'MODIFIED', object: cm('a', '13') }, { type: 'DELETED', object: cm('b', '14') });
@@ -160,7 +160,7 @@ describe('watcher', () => {
     assert.equal((r.value as { object: KubeObject }).object.kind, 'ConfigMap');
   });
 
-  it('picks a random watch timeout between 5 and 10 minutes per request', async () => {
+  it('picks a random watch timeout between 25 and 35 s per request', async () => {
     const client = new ScriptedClient();
     const ac = new AbortController();
     cleanups.push(() => ac.abort());
@@ -175,7 +175,7 @@ describe('watcher', () => {
     await take(gen, 2);
     void take(gen, 1).catch(() => {});
     const w = await client.nextWatch();
-    assert.equal(w.opts.timeoutSeconds, 450);
+    assert.equal(w.opts.timeoutSeconds, 30);
   });
 
   it('re-watches from the last resourceVersion after a clean close, without relisting', async () => {
@@ -412,10 +412,12 @@ describe('watcher', () => {
     assert.deepEqual(await next, ['apply a@11']);
   });
 
-  it('defaults the silence timeout to 65 s (bookmarks come every minute), at most the watch timeout plus 30 s', async () => {
+  it('defaults the silence timeout to the watch timeout (at most 60 s: bookmarks come every minute) plus 10 s', async () => {
+    // The default watch timeout (25 s with random() = 0): a half-open connection is found within 35 s.
     for (const [watchTimeoutSeconds, silenceMs] of [
-      [undefined, 65_000],
-      [20, 50_000],
+      [undefined, 35_000],
+      [20, 30_000],
+      [300, 70_000],
     ] as const) {
       const h = harness(watchTimeoutSeconds ? { watchTimeoutSeconds } : {});
       h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
@@ -429,6 +431,25 @@ describe('watcher', () => {
       assert.match(String(h.errors[0]?.err), /presumed dead; re-opening the watch on a new connection/);
       h.ac.abort();
     }
+  });
+
+  it('never presumes a healthy quiet watch dead: the server ends it at its timeout (a bookmark or none before)', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    void take(h.gen, 1).catch(() => {});
+    for (let i = 0; i < 6; i++) {
+      const w = await h.client.nextWatch();
+      assert.equal(w.opts.timeoutSeconds, 25);
+      await h.clock.advanceAsync(23_000);
+      if (i % 2 === 0) w.bookmark(String(11 + i));
+      await tick();
+      await h.clock.advanceAsync(2_000 + 700); // closed 0.7 s late, as measured on a loaded machine
+      w.close();
+      await tick();
+    }
+    assert.deepEqual(h.errors, [], 'no watch presumed dead');
+    assert.equal(h.client.listCalls.length, 1, 'no relist');
   });
 
   it('does not count time the consumer spends on an event as silence', async () => {

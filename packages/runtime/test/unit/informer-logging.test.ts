@@ -7,8 +7,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
 import { Reflector } from '../../src/cache/reflector.ts';
-import { ShortWatchError } from '../../src/cache/watcher.ts';
-import { ConnectionError, ForbiddenError, GoneError, ServerError } from '../../src/client/errors.ts';
+import { ShortWatchError, WatchSilenceError } from '../../src/cache/watcher.ts';
+import {
+  ConnectionError,
+  DeadConnectionError,
+  ForbiddenError,
+  GoneError,
+  ServerError,
+} from '../../src/client/errors.ts';
 import { createLogger } from '../../src/log/index.ts';
 import { informerLogLine, logInformerError } from '../../src/log/informer-errors.ts';
 import { createManager } from '../../src/manager/create.ts';
@@ -142,5 +148,23 @@ describe('informer error logging', () => {
     assert.equal(handler.level, 'warn');
     assert.equal(handler.withStack, true);
     assert.ok(handler.fields.err instanceof Error);
+  });
+
+  test('a half-open: one warning for the silent watch with what the pool did; the watches it closed at debug', () => {
+    const silent = new WatchSilenceError(40_000);
+    silent.sweep = { idleClosed: 3, requests: 2, watches: 5, proveAliveMs: 2000 };
+    const rewatch = { phase: 'watch', action: 'rewatch', resourceVersion: '7', resource: 'core/v1/pods' };
+    const line = informerLogLine(silent, rewatch);
+    assert.equal(line.level, 'warn');
+    assert.match(line.msg, /presumed dead .*half-open.*closes those in use that deliver nothing within 2 s/);
+    assert.deepEqual(line.fields, {
+      resource: 'core/v1/pods',
+      phase: 'watch',
+      silentSeconds: 40,
+      idleClosed: 3,
+      watchesChecked: 5,
+      requestsChecked: 2,
+    });
+    assert.equal(informerLogLine(new DeadConnectionError('closed with its pool'), rewatch).level, 'debug');
   });
 });

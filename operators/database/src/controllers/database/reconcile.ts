@@ -100,6 +100,7 @@ import { selectorString } from './desired/labels.ts';
 import { DERIVED_SECRET_KEYS } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
 import type { ClusterObservation } from './engines/types.ts';
+import { instanceEvents, instanceStatuses } from './instances.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
@@ -878,8 +879,31 @@ export async function reconcileDatabase(
     ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };
+  const instances = run.cluster
+    ? instanceStatuses(
+        stsName,
+        run.spec.spec.replicas,
+        run.cluster.record.primary,
+        run.pods,
+        run.cluster.reports,
+      )
+    : undefined;
+  if (instances) observed.instances = instances;
   try {
     await writeStatus(run, observed);
+    // Said once the status that records it is written (the next reconcile compares with it).
+    if (instances && run.cluster) {
+      const prevInstances = run.db.status?.instances;
+      for (const e of instanceEvents(
+        prevInstances,
+        instances,
+        run.cluster.record.primary,
+        run.cluster.reports,
+      )) {
+        if (e.type === 'Warning') run.warning(e.reason, 'Observe', e.note);
+        else run.normal(e.reason, 'Observe', e.note);
+      }
+    }
   } catch (err) {
     if (err instanceof NotFoundError) return;
     if (retry === undefined && failure === undefined) throw err;

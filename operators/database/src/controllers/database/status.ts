@@ -35,6 +35,7 @@ import {
   type Phase,
 } from '../../api/v1/database.ts';
 import type { ClusterObservation } from './engines/types.ts';
+import { describeNotReady, type InstanceStatus } from './instances.ts';
 import { podOrdinal } from './roles.ts';
 import type { StorageReport } from './storage.ts';
 
@@ -65,6 +66,8 @@ export interface Observed {
   failure?: Failure;
   /** The engine's cluster record and the instances' reports (postgres): recorded in the status. */
   cluster?: ClusterObservation;
+  /** postgres: each instance's state (status.instances; instances.ts). */
+  instances?: InstanceStatus[];
   /**
    * false when the reconcile stopped before the spec was applied (a step failed): observedGeneration
    * then keeps the generation last applied. Default true.
@@ -94,7 +97,7 @@ interface PhaseDecision {
 
 /** The phase decision, with the instances that refused to start named in its message. */
 function decidePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed): PhaseDecision {
-  const d = decideBasePhase(db, prev, o);
+  const d = withInstances(decideBasePhase(db, prev, o), o);
   const problems = o.cluster?.problems ?? [];
   if (problems.length === 0 || d.phase === 'Failed' || d.phase === 'Deleting') return d;
   return {
@@ -102,6 +105,13 @@ function decidePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed
     reason: d.phase === 'Running' ? d.reason : 'InstanceRefused',
     message: `${d.message}; ${problems.map((p) => `${p.pod} refused to start (${p.reason}): ${p.message}`).join('; ')}`,
   };
+}
+
+/** Names the instances that are not ready, and why, unless Running, Failed or Deleting. */
+function withInstances(d: PhaseDecision, o: Observed): PhaseDecision {
+  if (d.phase === 'Running' || d.phase === 'Failed' || d.phase === 'Deleting') return d;
+  const down = describeNotReady(o.instances);
+  return down ? { ...d, message: `${d.message}; ${down}` } : d;
 }
 
 function decideBasePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed): PhaseDecision {
@@ -203,6 +213,7 @@ export function computeStatus(
     set('targetPrimary', o.cluster.record.primary);
     set('systemIdentifier', o.cluster.record.systemIdentifier);
   }
+  if (o.instances !== undefined) set('instances', o.instances);
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);
   if (o.secretName !== undefined) set('secretName', o.secretName);
   if (o.selector !== undefined) set('selector', o.selector);

@@ -83,6 +83,18 @@ export interface ClusterObservation {
   problems: InstanceProblem[];
   /** A failure retrying cannot fix (the data is gone): the Database goes Failed with this. */
   failure?: { reason: string; message: string };
+  /** What each pod's last start reported (instance.sh), by pod name. */
+  reports?: Record<string, InstanceStart>;
+}
+
+/** What an instance's last start did to its data directory, as it reported it. */
+export interface InstanceStart {
+  /** initialized, cloned, existing, rewound, recloned, or a refusal. */
+  result: string;
+  /** When the container that reported it finished (ms since the epoch), when known. */
+  at?: number;
+  timeline?: number;
+  message?: string;
 }
 
 export interface Engine {

@@ -65,6 +65,7 @@ repair_wait_seconds=\${REPAIR_WAIT_SECONDS:-30}
 termination_log=\${TERMINATION_LOG:-/dev/termination-log}
 slot=$(printf 'opkit_%s' "$POD_NAME" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_' '_' | cut -c1-63)
 result=''
+note=''
 
 log() { printf 'instance: %s\\n' "$*" >&2; }
 control() {
@@ -182,6 +183,7 @@ repair() {
       log "pg_rewind failed: cloning the primary again"
       clone
       result=${R.recloned}
+      note="timeline $tli here, $primary_tli on the primary, and pg_rewind failed"
       return 0
     fi
   fi
@@ -190,6 +192,7 @@ repair() {
     log "replication slot $slot on the primary is missing or lost its WAL (max_slot_wal_keep_size): cloning the primary again"
     clone
     result=${R.recloned}
+    note="its replication slot $slot on the primary was missing or had lost its WAL (max_slot_wal_keep_size)"
     return 0
   fi
   touch "$PGDATA/standby.signal"
@@ -245,7 +248,7 @@ if [ -f "$auto" ] && grep -q -e '^primary_conninfo' -e '^primary_slot_name' "$au
   grep -v -e '^primary_conninfo' -e '^primary_slot_name' "$auto" >"$auto.tmp" || true
   mv "$auto.tmp" "$auto"
 fi
-report "$result"
+report "$result" "$note"
 log "$POD_NAME ($role): $result"
 if [ "$mode" = bootstrap ]; then exit 0; fi
 if [ "$role" = replica ]; then

@@ -67,7 +67,8 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.equal(s.spec?.replicas, 3);
       assert.equal(s.spec?.serviceName, 'orders-headless');
       assert.equal(s.spec?.podManagementPolicy, 'OrderedReady');
-      assert.equal(s.spec?.updateStrategy?.type, 'RollingUpdate');
+      // postgres: the operator rolls the pods (replicas first, the primary last); mysql: the StatefulSet.
+      assert.equal(s.spec?.updateStrategy?.type, engine === 'postgres' ? 'OnDelete' : 'RollingUpdate');
       assert.deepEqual(s.spec?.selector, {
         matchLabels: {
           'app.kubernetes.io/name': engine,

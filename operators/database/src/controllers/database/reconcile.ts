@@ -97,12 +97,13 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
-import { DERIVED_SECRET_KEYS } from './desired/names.ts';
+import { DERIVED_SECRET_KEYS, initialPrimaryPod } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { instanceEvents, instanceStatuses } from './instances.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
+import { nextRoll } from './rollout.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
 
@@ -706,6 +707,27 @@ class Run {
     }
   }
 
+  /** postgres: deletes the next pod on an old revision, replicas first, the primary last (rollout.ts). */
+  async rollout(): Promise<void> {
+    if (!engineFor(this.spec.spec.engine).operatorRollout || this.recreating) return;
+    const primary = this.cluster?.record.primary ?? initialPrimaryPod(this.spec);
+    const next = nextRoll(this.sts, this.pods, primary);
+    if (next.action === 'wait') this.log?.debug({ reason: next.reason }, 'rollout waits');
+    if (next.action !== 'delete') return;
+    await this.step('Pod', next.pod, async () => {
+      try {
+        await this.client.delete(Pods, { namespace: this.ns, name: next.pod }, { signal: this.signal });
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+      }
+    });
+    this.normal(
+      'RollingPod',
+      'Delete',
+      `Restarting ${next.pod} (${next.role}) on revision ${next.revision}: replicas first, the primary last`,
+    );
+  }
+
   async roles(stsName: string): Promise<void> {
     this.pods = await this.deps.reader.list(Pods, {
       namespace: this.ns,
@@ -843,6 +865,7 @@ export async function reconcileDatabase(
       await run.expandStorage(stsName, false);
     }
     await run.roles(stsName);
+    await run.rollout();
   } catch (err) {
     if (err instanceof ChildError && err.terminal) {
       failure = { reason: err.reason, message: err.message };

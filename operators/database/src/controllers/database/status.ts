@@ -146,7 +146,14 @@ function decideBasePhase(db: Database, prev: DatabaseStatus | undefined, o: Obse
   const synced = observedGen >= generation && st !== undefined;
   const current = st?.currentRevision;
   const update = st?.updateRevision;
-  const rolled = Boolean(current) && current === update;
+  // Under OnDelete (postgres: the operator rolls the pods) the StatefulSet controller never moves
+  // currentRevision: rolled once every pod runs the update revision.
+  const rolled =
+    (Boolean(current) && current === update) ||
+    (sts.spec?.updateStrategy?.type === 'OnDelete' &&
+      Boolean(update) &&
+      (st?.updatedReplicas ?? 0) >= want &&
+      (st?.replicas ?? 0) === want);
   const count = st?.replicas ?? 0;
   const scaling = (sts.spec?.replicas ?? 1) !== want || count !== want;
   const msg = `${ready}/${want} replicas ready`;

@@ -443,6 +443,7 @@ export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterReco
 
 export const postgres: Engine = {
   name: 'postgres',
+  operatorRollout: true,
   port: POSTGRES_PORT,
   portName: 'postgres',
   uid: POSTGRES_UID,

@@ -99,6 +99,11 @@ export interface InstanceStart {
 
 export interface Engine {
   readonly name: EngineName;
+  /**
+   * The operator rolls the pods (StatefulSet updateStrategy OnDelete; rollout.ts): replicas first, the
+   * primary last, whatever its ordinal. Otherwise the StatefulSet's rolling update, highest ordinal first.
+   */
+  readonly operatorRollout?: boolean;
   /** The port clients and replicas connect to. */
   readonly port: number;
   /** Name of the container port (Services target it by name). */

@@ -103,7 +103,7 @@ import type { ClusterObservation } from './engines/types.ts';
 import { instanceEvents, instanceStatuses } from './instances.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
-import { nextRoll } from './rollout.ts';
+import { nextRoll, REVISION_LABEL } from './rollout.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
 
@@ -714,13 +714,24 @@ class Run {
     const next = nextRoll(this.sts, this.pods, primary);
     if (next.action === 'wait') this.log?.debug({ reason: next.reason }, 'rollout waits');
     if (next.action !== 'delete') return;
-    await this.step('Pod', next.pod, async () => {
+    const deleted = await this.step('Pod', next.pod, async () => {
+      // The cache may not show a deletion this process made a moment ago: the API's copy decides.
+      const live = await this.fresh(Pods, next.pod);
+      const revision = live?.metadata.labels?.[REVISION_LABEL];
+      if (!live || live.metadata.deletionTimestamp || revision === next.revision) return false;
       try {
-        await this.client.delete(Pods, { namespace: this.ns, name: next.pod }, { signal: this.signal });
+        await this.client.delete(
+          Pods,
+          { namespace: this.ns, name: next.pod },
+          { signal: this.signal, preconditions: { uid: live.metadata.uid } },
+        );
+        return true;
       } catch (err) {
-        if (!(err instanceof NotFoundError)) throw err;
+        if (err instanceof NotFoundError || err instanceof ConflictError) return false;
+        throw err;
       }
     });
+    if (!deleted) return;
     this.normal(
       'RollingPod',
       'Delete',

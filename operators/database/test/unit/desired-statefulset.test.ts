@@ -101,7 +101,18 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       const s = sts(db);
       for (const c of allContainers(s)) {
         for (const e of c.env ?? []) {
-          if (/PASSWORD|USER$|DATABASE$/.test(e.name)) {
+          // postgres: no password in env (the node writes a container's env to disk, in its spec): files of
+          // the Secret's volume instead (REPLICATION_PASSWORD_FILE). mysql: unchanged in issue 11.
+          if (engine === 'postgres') {
+            const key = e.valueFrom?.secretKeyRef?.key ?? '';
+            assert.ok(
+              !(PASSWORD_KEYS as readonly string[]).includes(key),
+              `${c.name} ${e.name}: a password in env`,
+            );
+          }
+          if (/PASSWORD_FILE$/.test(e.name)) {
+            assert.match(e.value ?? '', /^\/etc\/opkit-credentials\//, `${c.name} ${e.name}`);
+          } else if (/PASSWORD|USER$|DATABASE$/.test(e.name)) {
             assert.equal(e.value, undefined, `${c.name} ${e.name} is inline`);
             assert.equal(e.valueFrom?.secretKeyRef?.name, 'orders-credentials', `${c.name} ${e.name}`);
             assert.ok(e.valueFrom?.secretKeyRef?.key && e.valueFrom.secretKeyRef.key in values, e.name);

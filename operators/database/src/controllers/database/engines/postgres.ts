@@ -312,7 +312,8 @@ function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
     configEnv('CLUSTER_SYSTEM_ID', db, CLUSTER_KEYS.systemIdentifier),
     secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     secretEnv('REPLICATION_USER', db, SECRET_KEYS.replicationUsername),
-    secretEnv('REPLICATION_PASSWORD', db, SECRET_KEYS.replicationPassword),
+    // A file of the Secret's volume, not env: the node writes a container's env to disk (its spec).
+    valueEnv('REPLICATION_PASSWORD_FILE', `${POSTGRES_CREDENTIALS_DIR}/${SECRET_KEYS.replicationPassword}`),
     // For initdb (a brand-new Database only).
     secretEnv('APP_USER', db, SECRET_KEYS.appUsername),
     secretEnv('APP_PASSWORD_SCRAM', db, DERIVED_SECRET_KEYS.appPasswordScram),
@@ -327,6 +328,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   const dataMount = { name: VOLUMES.data, mountPath: layout.mountPath };
   const configMount = { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true };
   const runMount = { name: 'run', mountPath: POSTGRES_RUN_DIR };
+  const credentialsMount = { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true };
   const probes = postgresProbes();
   const instance = `${CONFIG_DIR}/${POSTGRES_FILES.instance}`;
   const env = instanceEnv(db, layout);
@@ -335,7 +337,13 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     image: ctx.image,
     command: ['sh', instance, 'bootstrap'],
     env,
-    volumeMounts: [dataMount, configMount, runMount, { name: 'socket', mountPath: POSTGRES_SOCKET_DIR }],
+    volumeMounts: [
+      dataMount,
+      configMount,
+      runMount,
+      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+      credentialsMount,
+    ],
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
@@ -351,6 +359,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       runMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
       { name: 'shm', mountPath: '/dev/shm' },
+      credentialsMount,
     ],
     startupProbe: probes.startup,
     readinessProbe: probes.readiness,
@@ -377,7 +386,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       configMount,
       runMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
+      credentialsMount,
     ],
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     securityContext: ctx.securityContext,

@@ -45,7 +45,8 @@ export function slotName(pod: string): string {
 
 /**
  * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, CONFIG_FILE, PGHOST/PGPORT (its own
- * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE; APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
+ * socket), REPLICATION_USER, REPLICATION_PASSWORD_FILE (the Secret's key mounted as a file: never in env, which
+ * the node keeps on disk in the container's spec), PASSFILE; APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
  * REPLICATION_PASSWORD_SCRAM (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
  * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
  */
@@ -58,7 +59,7 @@ export function instanceScript(): string {
 set -eu
 mode=\${1:-start}
 : "\${PGDATA:?}" "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${CONFIG_FILE:?}"
-: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}" "\${PASSFILE:?}"
+: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD_FILE:?}" "\${PASSFILE:?}"
 cluster_id=\${CLUSTER_SYSTEM_ID:-}
 wait_seconds=\${WAIT_SECONDS:-600}
 repair_wait_seconds=\${REPAIR_WAIT_SECONDS:-30}
@@ -89,12 +90,13 @@ refuse() {
   exit 1
 }
 
-# The replication password, for libpq only: a passfile (0600) on an in-memory volume.
+# The replication password, for libpq only: a passfile (0600) on an in-memory volume, from the Secret's
+# file (an env var would be in the container's spec, which the node keeps on disk).
 write_passfile() {
   mkdir -p "$(dirname "$PASSFILE")"
   old_umask=$(umask)
   umask 077
-  escaped=$(printf '%s' "$REPLICATION_PASSWORD" | sed 's/[\\\\:]/\\\\&/g')
+  escaped=$(tr -d '\\n' <"$REPLICATION_PASSWORD_FILE" | sed 's/[\\\\:]/\\\\&/g')
   printf '*:*:*:%s:%s\\n' "$REPLICATION_USER" "$escaped" >"$PASSFILE"
   umask "$old_umask"
 }

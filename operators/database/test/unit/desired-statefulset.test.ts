@@ -69,6 +69,8 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.equal(s.spec?.podManagementPolicy, 'OrderedReady');
       // postgres: the operator rolls the pods (replicas first, the primary last); mysql: the StatefulSet.
       assert.equal(s.spec?.updateStrategy?.type, engine === 'postgres' ? 'OnDelete' : 'RollingUpdate');
+      // postgres: the pause process is PID 1 and reaps orphaned probe processes, not the postmaster.
+      assert.equal(s.spec?.template.spec?.shareProcessNamespace, engine === 'postgres' ? true : undefined);
       assert.deepEqual(s.spec?.selector, {
         matchLabels: {
           'app.kubernetes.io/name': engine,

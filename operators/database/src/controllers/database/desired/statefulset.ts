@@ -94,6 +94,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
       },
     },
     terminationGracePeriodSeconds: pod.terminationGracePeriodSeconds,
+    ...(pod.shareProcessNamespace ? { shareProcessNamespace: true } : {}),
     initContainers: pod.initContainers,
     containers: pod.containers,
     volumes: pod.volumes,

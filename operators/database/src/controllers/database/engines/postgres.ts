@@ -413,6 +413,11 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       { name: 'shm', emptyDir: { medium: 'Memory' } },
     ],
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
+    // An exec probe that times out (5 s, a loaded node) is killed, and its psql, orphaned, was reparented
+    // to the postmaster as the container's PID 1, died of SIGPIPE and was reaped by the postmaster as a
+    // crashed backend: "server process was terminated by signal 13", every connection reset, crash
+    // recovery (seen on real pods). With one process namespace the pause process is PID 1 and reaps it.
+    shareProcessNamespace: true,
   };
 }
 

@@ -50,6 +50,12 @@ export interface EnginePod {
   /** Volumes besides `data` (the volumeClaimTemplate). */
   volumes: Volume[];
   terminationGracePeriodSeconds: number;
+  /**
+   * One process namespace for the pod, so the sandbox's pause process is PID 1 and reaps orphans, not
+   * the server (postgres: a postmaster that is PID 1 takes an orphaned probe process it reaps for a
+   * crashed backend and restarts every connection).
+   */
+  shareProcessNamespace?: boolean;
 }
 
 /**

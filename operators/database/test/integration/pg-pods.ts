@@ -14,7 +14,7 @@ import type { Cluster } from './helpers.ts';
 export type Kubectl = (
   args: string[],
   opts?: { timeoutMs?: number; input?: string },
-) => { code: number; out: string };
+) => { code: number; out: string; stdout: string };
 
 export function kubectlFor(cluster: Cluster): Kubectl {
   return (args, opts = {}) => {
@@ -23,7 +23,8 @@ export function kubectlFor(cluster: Cluster): Kubectl {
       timeout: opts.timeoutMs ?? 60_000,
       ...(opts.input !== undefined ? { input: opts.input } : {}),
     });
-    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
+    // stdout alone for results: kubectl may warn on stderr (e.g. 'Unknown stream id 1') after an exec.
+    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '' };
   };
 }
 
@@ -88,7 +89,7 @@ export async function appPsql(
     { input: `${pass}\n` },
   );
   if (r.code !== 0) throw new Error(`psql on ${host} from ${from} failed (${r.code}): ${r.out}`);
-  return r.out.trim();
+  return r.stdout.trim();
 }
 
 /** SQL as the superuser through pod's local socket (peer authentication, no password). */
@@ -125,7 +126,7 @@ export function superSql(
     { timeoutMs },
   );
   if (r.code !== 0) throw new Error(`superuser SQL on ${pod} failed (${r.code}): ${r.out}`);
-  return r.out.trim();
+  return r.stdout.trim();
 }
 
 export interface PodSample {

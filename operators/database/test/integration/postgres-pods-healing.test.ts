@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
-import { findCondition } from '@opkit/runtime';
+import { type Event, findCondition } from '@opkit/runtime';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
 import {
   type Cluster,
@@ -216,9 +216,12 @@ describe('PostgreSQL on real pods: replication that heals', { timeout: 1_800_000
     const reasons = new Set(seen.slice(down, backUp).map((d) => instance(d, victim)?.reason));
     t.diagnostic(`pg-2's reasons while not ready: ${[...reasons].join(', ')}`);
     // And the Events, in order: not ready, repaired (cloned again), ready.
-    const events = (await eventsFor(cluster.client, NS, NAME)).filter(
-      (e) => (e.eventTime ?? '') >= since && (e.note ?? '').includes(victim),
-    );
+    // An Event said again (same reason and note: pg-2 ready, as after its first clone) is one object with a
+    // series: when it was last said is series.lastObservedTime.
+    const when = (e: Event) => String(e.series?.lastObservedTime ?? e.eventTime ?? '');
+    const events = (await eventsFor(cluster.client, NS, NAME))
+      .filter((e) => when(e) >= since && (e.note ?? '').includes(victim))
+      .sort((a, b) => when(a).localeCompare(when(b)));
     const idx = (reason: string) => events.findIndex((e) => e.reason === reason);
     const summary = events.map((e) => `${e.type} ${e.reason}: ${e.note}`).join('\n');
     assert.ok(idx('InstanceNotReady') >= 0, `a Warning InstanceNotReady for pg-2:\n${summary}`);

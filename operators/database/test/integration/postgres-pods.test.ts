@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
-import { findCondition, Secrets } from '@opkit/runtime';
+import { findCondition } from '@opkit/runtime';
 import { Databases } from '../../src/api/v1/database.ts';
 import {
   type Cluster,
@@ -26,7 +26,15 @@ import {
   startOperator,
   waitForPhase,
 } from './helpers.ts';
-import { type PodSample, rolloutOrder, samplePods } from './pg-pods.ts';
+import {
+  appPsql,
+  diagnose as diagnosePods,
+  type Kubectl,
+  kubectlFor,
+  type PodSample,
+  rolloutOrder,
+  samplePods,
+} from './pg-pods.ts';
 
 const NS = 'pgpods';
 const NAME = 'pg';
@@ -37,56 +45,21 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
   let cluster: Cluster;
   let operator: { stop(): Promise<void> } | undefined;
 
-  const kubectl = (args: string[], timeoutMs = 60_000) => {
-    const r = spawnSync('kubectl', ['--kubeconfig', cluster.kubeconfig, ...args], {
-      encoding: 'utf8',
-      timeout: timeoutMs,
-    });
-    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '' };
-  };
+  let kubectl: Kubectl;
   /** What to print when a wait fails: the pods, their description and logs. */
   const diagnose = (): string =>
-    [
-      kubectl(['get', 'pods,pvc,svc,endpoints', '-n', NS, '-o', 'wide']).out,
-      kubectl(['describe', 'pods', '-n', NS]).out.slice(-6000),
-      ...[0, 1, 2].map(
-        (i) => kubectl(['logs', '-n', NS, `${NAME}-${i}`, '--all-containers', '--tail', '40']).out,
-      ),
-    ].join('\n');
-  /** psql over TCP with the application user, from pod `from`; the rows printed unaligned, tuples only. */
-  const psql = async (from: string, host: string, sql: string): Promise<string> => {
-    const secret = await cluster.client.get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
-    const key = (k: string) => Buffer.from(secret.data?.[k] ?? '', 'base64').toString('utf8');
-    const r = kubectl([
-      'exec',
-      '-n',
+    diagnosePods(
+      kubectl,
       NS,
-      from,
-      '-c',
-      'postgres',
-      '--',
-      'env',
-      `PGPASSWORD=${key('app-password')}`,
-      'psql',
-      '-v',
-      'ON_ERROR_STOP=1',
-      '-At',
-      '-h',
-      `${host}.${NS}.svc.cluster.local`,
-      '-U',
-      key('app-username'),
-      '-d',
-      'app',
-      '-c',
-      sql,
-    ]);
-    if (r.code !== 0) throw new Error(`psql on ${host} from ${from} failed (${r.code}): ${r.out}`);
-    // stdout alone: kubectl may warn on stderr after an exec ('Unknown stream id 1').
-    return r.stdout.trim();
-  };
+      [0, 1, 2].map((i) => `${NAME}-${i}`),
+    );
+  /** psql over TCP with the application user, from pod `from`; the rows printed unaligned, tuples only. */
+  const psql = (from: string, host: string, sql: string): Promise<string> =>
+    appPsql(cluster, kubectl, NS, NAME, from, host, sql);
 
   before(async () => {
     cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
+    kubectl = kubectlFor(cluster);
     await createNamespace(cluster.client, NS);
     operator = startOperator(cluster, { name: 'pg-operator' });
   });

@@ -80,6 +80,15 @@ export function isPodReady(pod: Pod): boolean {
   return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
+/**
+ * Ready instances: postgres counts its instances' pods as they are now (status.instances), since the
+ * StatefulSet's readyReplicas lags (a pod being deleted still counts there); otherwise the StatefulSet's.
+ */
+function readyCount(o: Observed): number {
+  if (o.instances) return o.instances.filter((i) => i.ready).length;
+  return o.statefulSet?.status?.readyReplicas ?? 0;
+}
+
 /** Phases in which the Database had been running (so lost replicas are Degraded, not Provisioning). */
 function hadRun(prev: DatabaseStatus | undefined): boolean {
   const phase = prev?.phase as Phase | undefined;
@@ -118,7 +127,7 @@ function decideBasePhase(db: Database, prev: DatabaseStatus | undefined, o: Obse
   const want = db.spec.replicas ?? 1;
   const sts = o.statefulSet;
   const st = sts?.status;
-  const ready = st?.readyReplicas ?? 0;
+  const ready = readyCount(o);
   if (db.metadata.deletionTimestamp) {
     return { phase: 'Deleting', reason: 'Deleting', message: 'the Database is being deleted' };
   }
@@ -214,7 +223,7 @@ export function computeStatus(
   };
   set('phase', decision.phase);
   set('replicas', st?.replicas ?? 0);
-  set('readyReplicas', st?.readyReplicas ?? 0);
+  set('readyReplicas', readyCount(o));
   set('currentPrimary', primary && isPodReady(primary) ? primary.metadata.name : undefined);
   if (o.cluster) {
     set('targetPrimary', o.cluster.record.primary);

@@ -54,9 +54,24 @@ describe('the operator rollout', () => {
     );
   });
 
-  it('an old pod that is the only one not Ready goes first (a broken revision does not block its fix)', () => {
-    const d = nextRoll(sts(), [pod(0, 'pg-old', false), pod(1, 'pg-old'), pod(2, 'pg-old')], 'pg-0');
-    assert.deepEqual(d, { action: 'delete', pod: 'pg-0', role: 'primary', revision: 'pg-new' });
+  it('a replica not Ready goes first; the primary last even when it is NotReady for a moment', () => {
+    const broken = nextRoll(sts(), [pod(0, 'pg-old'), pod(1, 'pg-old', false), pod(2, 'pg-old')], 'pg-0');
+    assert.deepEqual(broken, { action: 'delete', pod: 'pg-1', role: 'replica', revision: 'pg-new' });
+    // Seen on real pods: the primary's probe timed out while pg-0 was still on the old revision.
+    const flapping = nextRoll(sts(), [pod(0, 'pg-old'), pod(1, 'pg-old', false), pod(2, 'pg-new')], 'pg-1');
+    assert.deepEqual(flapping, { action: 'delete', pod: 'pg-0', role: 'replica', revision: 'pg-new' });
+    // Only the primary left: it goes once every replica is Ready, whatever its own readiness.
+    const last = [pod(0, 'pg-new'), pod(1, 'pg-old', false), pod(2, 'pg-new')];
+    assert.deepEqual(nextRoll(sts(), last, 'pg-1'), {
+      action: 'delete',
+      pod: 'pg-1',
+      role: 'primary',
+      revision: 'pg-new',
+    });
+    assert.equal(
+      nextRoll(sts(), [pod(0, 'pg-new', false), pod(1, 'pg-old'), pod(2, 'pg-new')], 'pg-1').action,
+      'wait',
+    );
   });
 
   it('nothing under the StatefulSet rolling update (mysql), or when every pod is on the update revision', () => {

@@ -5,9 +5,10 @@
  * whenever the primary is not `<name>-0` (after a change of primary). Here: the replicas first, the highest
  * ordinal first, the primary last, one pod at a time, each only once every other pod is Ready. Pure.
  *
- * A pod on the old revision that is not Ready is replaced first when it is the only pod not Ready (its
- * replacement cannot lower availability, and a broken revision must not block the one that fixes it).
- * The primary is restarted in place, last: a switchover to an updated replica first needs failover
+ * Among the replicas, one on the old revision that is not Ready goes first (its replacement lowers
+ * nothing, and a broken revision must not block the one that fixes it). The primary goes last whatever its
+ * readiness (on a loaded node a probe timing out makes it NotReady for a moment: the first version of this
+ * rule then restarted it second, seen on real pods), once every replica is Ready. It restarts in place: a switchover to an updated replica first needs failover
  * (issue 12), so writes stop while the primary restarts.
  */
 import type { Pod, StatefulSet } from '@opkit/runtime';
@@ -37,16 +38,22 @@ export function nextRoll(sts: StatefulSet | undefined, pods: readonly Pod[], pri
   if (terminating.length > 0) return { action: 'wait', reason: `${terminating.join(', ')} terminating` };
   const want = sts.spec?.replicas ?? 1;
   if (pods.length < want) return { action: 'wait', reason: `${pods.length}/${want} pods exist` };
-  const rank = (p: Pod): [number, number, number] => [
-    isReady(p) ? 1 : 0,
-    p.metadata.name === primary ? 1 : 0,
-    -(podOrdinal(name, p.metadata.name) ?? 0),
-  ];
-  const next = [...stale].sort((a, b) => {
-    const [x, y] = [rank(a), rank(b)];
-    return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
-  })[0] as Pod;
-  const notReady = pods.filter((p) => p !== next && !isReady(p)).map((p) => p.metadata.name);
+  // Replicas first: one not Ready first (replacing it lowers nothing), then the highest ordinal.
+  const replicas = stale.filter((p) => p.metadata.name !== primary);
+  const rank = (p: Pod): [number, number] => [isReady(p) ? 1 : 0, -(podOrdinal(name, p.metadata.name) ?? 0)];
+  const next = (
+    replicas.length > 0
+      ? [...replicas].sort((a, b) => {
+          const [x, y] = [rank(a), rank(b)];
+          return x[0] - y[0] || x[1] - y[1];
+        })[0]
+      : stale[0]
+  ) as Pod;
+  // Every other replica Ready first (the one rolled before it included). The primary's own readiness does
+  // not decide: a primary NotReady for a moment (a probe timing out) must not be restarted out of turn.
+  const notReady = pods
+    .filter((p) => p !== next && p.metadata.name !== primary && !isReady(p))
+    .map((p) => p.metadata.name);
   if (notReady.length > 0) return { action: 'wait', reason: `${notReady.join(', ')} not ready` };
   return {
     action: 'delete',

@@ -219,9 +219,23 @@ describe('PostgreSQL on real pods: replication that heals', { timeout: 1_800_000
     // An Event said again (same reason and note: pg-2 ready, as after its first clone) is one object with a
     // series: when it was last said is series.lastObservedTime.
     const when = (e: Event) => String(e.series?.lastObservedTime ?? e.eventTime ?? '');
-    const events = (await eventsFor(cluster.client, NS, NAME))
-      .filter((e) => when(e) >= since && (e.note ?? '').includes(victim))
-      .sort((a, b) => when(a).localeCompare(when(b)));
+    // Events are written after the status that records them, and a series update may lag: read them until
+    // the ready one is there (60 s, a safety bound), then check the order.
+    const read = async () =>
+      (await eventsFor(cluster.client, NS, NAME))
+        .filter((e) => when(e) >= since && (e.note ?? '').includes(victim))
+        .sort((a, b) => when(a).localeCompare(when(b)));
+    let events = await read();
+    await eventually(
+      'the InstanceReady Event of pg-2',
+      async () => {
+        events = await read();
+        const repaired = events.findIndex((e) => e.reason === 'InstanceRepaired');
+        return repaired >= 0 && events.findLastIndex((e) => e.reason === 'InstanceReady') > repaired;
+      },
+      60_000,
+      1000,
+    ).catch(() => undefined);
     const idx = (reason: string) => events.findIndex((e) => e.reason === reason);
     const summary = events.map((e) => `${e.type} ${e.reason}: ${e.note}`).join('\n');
     assert.ok(idx('InstanceNotReady') >= 0, `a Warning InstanceNotReady for pg-2:\n${summary}`);

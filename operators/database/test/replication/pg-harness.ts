@@ -256,6 +256,14 @@ export class Cluster {
     }
   }
 
+  /** The Secret's replication password as the pod mounts it: a file (written from the current Secret). */
+  replicationPasswordFile(inst: Instance): string {
+    const path = join(inst.configDir, SECRET_KEYS.replicationPassword);
+    rmSync(path, { force: true });
+    this.writeOwned(path, this.secret[SECRET_KEYS.replicationPassword] ?? '', 0o400);
+    return path;
+  }
+
   /** The environment the StatefulSet gives the containers, with this machine's hosts and paths. */
   env(inst: Instance, record: Record_): Record<string, string> {
     const s = this.secret;
@@ -274,7 +282,7 @@ export class Cluster {
       CLUSTER_SYSTEM_ID: record.systemIdentifier ?? '',
       POSTGRES_USER: s[SECRET_KEYS.adminUsername] ?? '',
       REPLICATION_USER: s[SECRET_KEYS.replicationUsername] ?? '',
-      REPLICATION_PASSWORD: s[SECRET_KEYS.replicationPassword] ?? '',
+      REPLICATION_PASSWORD_FILE: this.replicationPasswordFile(inst),
       APP_USER: s[SECRET_KEYS.appUsername] ?? '',
       APP_PASSWORD_SCRAM: s[DERIVED_SECRET_KEYS.appPasswordScram] ?? '',
       REPLICATION_PASSWORD_SCRAM: s[DERIVED_SECRET_KEYS.replicationPasswordScram] ?? '',

@@ -67,7 +67,10 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.equal(s.spec?.replicas, 3);
       assert.equal(s.spec?.serviceName, 'orders-headless');
       assert.equal(s.spec?.podManagementPolicy, 'OrderedReady');
-      assert.equal(s.spec?.updateStrategy?.type, 'RollingUpdate');
+      // postgres: the operator rolls the pods (replicas first, the primary last); mysql: the StatefulSet.
+      assert.equal(s.spec?.updateStrategy?.type, engine === 'postgres' ? 'OnDelete' : 'RollingUpdate');
+      // postgres: the pause process is PID 1 and reaps orphaned probe processes, not the postmaster.
+      assert.equal(s.spec?.template.spec?.shareProcessNamespace, engine === 'postgres' ? true : undefined);
       assert.deepEqual(s.spec?.selector, {
         matchLabels: {
           'app.kubernetes.io/name': engine,
@@ -100,7 +103,18 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       const s = sts(db);
       for (const c of allContainers(s)) {
         for (const e of c.env ?? []) {
-          if (/PASSWORD|USER$|DATABASE$/.test(e.name)) {
+          // postgres: no password in env (the node writes a container's env to disk, in its spec): files of
+          // the Secret's volume instead (REPLICATION_PASSWORD_FILE). mysql: unchanged in issue 11.
+          if (engine === 'postgres') {
+            const key = e.valueFrom?.secretKeyRef?.key ?? '';
+            assert.ok(
+              !(PASSWORD_KEYS as readonly string[]).includes(key),
+              `${c.name} ${e.name}: a password in env`,
+            );
+          }
+          if (/PASSWORD_FILE$/.test(e.name)) {
+            assert.match(e.value ?? '', /^\/etc\/opkit-credentials\//, `${c.name} ${e.name}`);
+          } else if (/PASSWORD|USER$|DATABASE$/.test(e.name)) {
             assert.equal(e.value, undefined, `${c.name} ${e.name} is inline`);
             assert.equal(e.valueFrom?.secretKeyRef?.name, 'orders-credentials', `${c.name} ${e.name}`);
             assert.ok(e.valueFrom?.secretKeyRef?.key && e.valueFrom.secretKeyRef.key in values, e.name);

@@ -164,6 +164,38 @@ describe('computeStatus', () => {
     assert.equal(cond(s, 'Ready')?.status, 'False');
   });
 
+  it('postgres: not Running while an instance is not ready, even when the StatefulSet still counts it', () => {
+    const up = [
+      { name: 'orders-0', role: 'primary' as const, ready: true },
+      { name: 'orders-1', role: 'replica' as const, ready: true },
+    ];
+    const running = computeStatus(
+      database(2),
+      undefined,
+      { ...observed(sts({ replicas: 2 })), instances: up },
+      at(T0),
+    );
+    assert.equal(running.phase, 'Running');
+    // The pod is being deleted: the StatefulSet's readyReplicas still says 2.
+    const down = [
+      up[0]!,
+      { ...up[1]!, ready: false, reason: 'Terminating', message: 'orders-1 is being deleted' },
+    ];
+    const s = computeStatus(
+      database(2),
+      running,
+      { ...observed(sts({ replicas: 2 })), instances: down },
+      at(T1),
+    );
+    assert.equal(s.phase, 'Degraded');
+    assert.equal(s.readyReplicas, 1);
+    assert.match(
+      cond(s, 'Ready')?.message ?? '',
+      /orders-1 not ready \(Terminating: orders-1 is being deleted\)/,
+    );
+    assert.deepEqual(s.instances, down);
+  });
+
   it('Degraded (not Updating) when a pod of a Database that reached its spec disappears', () => {
     const running = computeStatus(database(3, 4), undefined, observed(sts({})), at(T0));
     const lost = computeStatus(database(3, 4), running, observed(sts({ current: 2, ready: 2 })), at(T1));

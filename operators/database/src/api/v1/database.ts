@@ -457,6 +457,35 @@ const status = s.object(
           'report. An empty volume of an initialized cluster is cloned, never initialized again.',
       })
       .optional(),
+    instances: s
+      .array(
+        s.object({
+          name: s.string({ description: 'The pod.' }),
+          role: s.enum(['primary', 'replica'], { description: 'What the operator designated it.' }),
+          ready: s.boolean({
+            description:
+              'The pod is Ready: for a replica, streaming from the current primary within the lag bound.',
+          }),
+          reason: s
+            .string({ description: 'Why it is not ready (CamelCase): PodMissing, Unschedulable, ...' })
+            .optional(),
+          message: s.string({ description: 'Why it is not ready, in a sentence.' }).optional(),
+          result: s
+            .string({
+              description:
+                'What its last start did to the data directory (instance.sh): initialized, cloned, existing, rewound, recloned, or a refusal.',
+            })
+            .optional(),
+          resultAt: s.string({ description: 'When that start finished (RFC 3339).' }).optional(),
+          timeline: s.integer({ format: 'int64', description: 'Its PostgreSQL timeline then.' }).optional(),
+        }),
+        {
+          description:
+            'postgres: each instance spec.replicas asks for, whether its pod exists or not, in ordinal order.',
+          maxItems: 16,
+        },
+      )
+      .optional(),
     endpoints: s
       .object(
         {

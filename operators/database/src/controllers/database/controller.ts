@@ -89,8 +89,9 @@ export const rbac: RbacRule[] = [
   { resource: ConfigMaps, verbs: ['get', 'list', 'watch', 'create', 'update'] },
   // PodDisruptionBudget when replicas > 1, deleted when replicas goes to 1.
   { resource: PodDisruptionBudgets, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
-  // Role labels (primary / replica) on the database pods; readiness for the status.
-  { resource: Pods, verbs: ['get', 'list', 'watch', 'patch'] },
+  // Role labels (primary / replica) on the database pods; readiness for the status; postgres: a pod on an
+  // old revision deleted so that it is recreated on the new one (replicas first, the primary last).
+  { resource: Pods, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
   // Volume expansion (patch the request) and the Delete policy (delete the claims).
   { resource: PersistentVolumeClaims, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
   // Events about Databases (events.k8s.io/v1, with series updates).

@@ -97,11 +97,13 @@ import {
   statefulSet,
 } from './desired/index.ts';
 import { selectorString } from './desired/labels.ts';
-import { childNames, DERIVED_SECRET_KEYS } from './desired/names.ts';
+import { childNames, DERIVED_SECRET_KEYS, initialPrimaryPod } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
 import type { ClusterObservation } from './engines/types.ts';
+import { instanceEvents, instanceStatuses } from './instances.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
+import { nextRoll, REVISION_LABEL } from './rollout.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { claimsOf, compareSizes, emptyStorageReport, expandClaims, type StorageReport } from './storage.ts';
 import {
@@ -805,6 +807,38 @@ class Run {
     }
   }
 
+  /** postgres: deletes the next pod on an old revision, replicas first, the primary last (rollout.ts). */
+  async rollout(): Promise<void> {
+    if (!engineFor(this.spec.spec.engine).operatorRollout || this.recreating) return;
+    const primary = this.cluster?.record.primary ?? initialPrimaryPod(this.spec);
+    const next = nextRoll(this.sts, this.pods, primary);
+    if (next.action === 'wait') this.log?.debug({ reason: next.reason }, 'rollout waits');
+    if (next.action !== 'delete') return;
+    const deleted = await this.step('Pod', next.pod, async () => {
+      // The cache may not show a deletion this process made a moment ago: the API's copy decides.
+      const live = await this.fresh(Pods, next.pod);
+      const revision = live?.metadata.labels?.[REVISION_LABEL];
+      if (!live || live.metadata.deletionTimestamp || revision === next.revision) return false;
+      try {
+        await this.client.delete(
+          Pods,
+          { namespace: this.ns, name: next.pod },
+          { signal: this.signal, preconditions: { uid: live.metadata.uid } },
+        );
+        return true;
+      } catch (err) {
+        if (err instanceof NotFoundError || err instanceof ConflictError) return false;
+        throw err;
+      }
+    });
+    if (!deleted) return;
+    this.normal(
+      'RollingPod',
+      'Delete',
+      `Restarting ${next.pod} (${next.role}) on revision ${next.revision}: replicas first, the primary last`,
+    );
+  }
+
   async roles(stsName: string): Promise<void> {
     this.pods = await this.deps.reader.list(Pods, {
       namespace: this.ns,
@@ -949,6 +983,7 @@ export async function reconcileDatabase(
       await run.expandStorage(stsName, false);
     }
     await run.roles(stsName);
+    await run.rollout();
   } catch (err) {
     if (err instanceof ChildError && err.terminal) {
       failure = { reason: err.reason, message: err.message };
@@ -985,8 +1020,31 @@ export async function reconcileDatabase(
     ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };
+  const instances = run.cluster
+    ? instanceStatuses(
+        stsName,
+        run.spec.spec.replicas,
+        run.cluster.record.primary,
+        run.pods,
+        run.cluster.reports,
+      )
+    : undefined;
+  if (instances) observed.instances = instances;
   try {
     await writeStatus(run, observed);
+    // Said once the status that records it is written (the next reconcile compares with it).
+    if (instances && run.cluster) {
+      const prevInstances = run.db.status?.instances;
+      for (const e of instanceEvents(
+        prevInstances,
+        instances,
+        run.cluster.record.primary,
+        run.cluster.reports,
+      )) {
+        if (e.type === 'Warning') run.warning(e.reason, 'Observe', e.note);
+        else run.normal(e.reason, 'Observe', e.note);
+      }
+    }
   } catch (err) {
     if (err instanceof NotFoundError) return;
     if (retry === undefined && failure === undefined) throw err;

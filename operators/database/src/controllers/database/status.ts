@@ -35,6 +35,7 @@ import {
   type Phase,
 } from '../../api/v1/database.ts';
 import type { ClusterObservation } from './engines/types.ts';
+import { describeNotReady, type InstanceStatus } from './instances.ts';
 import { podOrdinal } from './roles.ts';
 import type { StorageReport } from './storage.ts';
 
@@ -65,6 +66,8 @@ export interface Observed {
   failure?: Failure;
   /** The engine's cluster record and the instances' reports (postgres): recorded in the status. */
   cluster?: ClusterObservation;
+  /** postgres: each instance's state (status.instances; instances.ts). */
+  instances?: InstanceStatus[];
   /**
    * false when the reconcile stopped before the spec was applied (a step failed): observedGeneration
    * then keeps the generation last applied. Default true.
@@ -75,6 +78,15 @@ export interface Observed {
 export function isPodReady(pod: Pod): boolean {
   if (pod.metadata.deletionTimestamp) return false;
   return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+/**
+ * Ready instances: postgres counts its instances' pods as they are now (status.instances), since the
+ * StatefulSet's readyReplicas lags (a pod being deleted still counts there); otherwise the StatefulSet's.
+ */
+function readyCount(o: Observed): number {
+  if (o.instances) return o.instances.filter((i) => i.ready).length;
+  return o.statefulSet?.status?.readyReplicas ?? 0;
 }
 
 /** Phases in which the Database had been running (so lost replicas are Degraded, not Provisioning). */
@@ -94,7 +106,7 @@ interface PhaseDecision {
 
 /** The phase decision, with the instances that refused to start named in its message. */
 function decidePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed): PhaseDecision {
-  const d = decideBasePhase(db, prev, o);
+  const d = withInstances(decideBasePhase(db, prev, o), o);
   const problems = o.cluster?.problems ?? [];
   if (problems.length === 0 || d.phase === 'Failed' || d.phase === 'Deleting') return d;
   return {
@@ -104,11 +116,18 @@ function decidePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed
   };
 }
 
+/** Names the instances that are not ready, and why, unless Running, Failed or Deleting. */
+function withInstances(d: PhaseDecision, o: Observed): PhaseDecision {
+  if (d.phase === 'Running' || d.phase === 'Failed' || d.phase === 'Deleting') return d;
+  const down = describeNotReady(o.instances);
+  return down ? { ...d, message: `${d.message}; ${down}` } : d;
+}
+
 function decideBasePhase(db: Database, prev: DatabaseStatus | undefined, o: Observed): PhaseDecision {
   const want = db.spec.replicas ?? 1;
   const sts = o.statefulSet;
   const st = sts?.status;
-  const ready = st?.readyReplicas ?? 0;
+  const ready = readyCount(o);
   if (db.metadata.deletionTimestamp) {
     return { phase: 'Deleting', reason: 'Deleting', message: 'the Database is being deleted' };
   }
@@ -136,7 +155,14 @@ function decideBasePhase(db: Database, prev: DatabaseStatus | undefined, o: Obse
   const synced = observedGen >= generation && st !== undefined;
   const current = st?.currentRevision;
   const update = st?.updateRevision;
-  const rolled = Boolean(current) && current === update;
+  // Under OnDelete (postgres: the operator rolls the pods) the StatefulSet controller never moves
+  // currentRevision: rolled once every pod runs the update revision.
+  const rolled =
+    (Boolean(current) && current === update) ||
+    (sts.spec?.updateStrategy?.type === 'OnDelete' &&
+      Boolean(update) &&
+      (st?.updatedReplicas ?? 0) >= want &&
+      (st?.replicas ?? 0) === want);
   const count = st?.replicas ?? 0;
   const scaling = (sts.spec?.replicas ?? 1) !== want || count !== want;
   const msg = `${ready}/${want} replicas ready`;
@@ -197,12 +223,13 @@ export function computeStatus(
   };
   set('phase', decision.phase);
   set('replicas', st?.replicas ?? 0);
-  set('readyReplicas', st?.readyReplicas ?? 0);
+  set('readyReplicas', readyCount(o));
   set('currentPrimary', primary && isPodReady(primary) ? primary.metadata.name : undefined);
   if (o.cluster) {
     set('targetPrimary', o.cluster.record.primary);
     set('systemIdentifier', o.cluster.record.systemIdentifier);
   }
+  if (o.instances !== undefined) set('instances', o.instances);
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);
   if (o.secretName !== undefined) set('secretName', o.secretName);
   if (o.selector !== undefined) set('selector', o.selector);

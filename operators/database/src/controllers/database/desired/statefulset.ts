@@ -1,7 +1,7 @@
 /**
  * The StatefulSet `<name>`: one pod per instance, `<name>-0` first (OrderedReady: a replica only starts
  * once the pods before it, the primary first, are Ready), rolling updates from the highest ordinal down
- * (replicas before the primary). Each pod gets a PVC `data-<name>-N` of spec.storage; the PVCs are kept
+ * (mysql), or by the operator, replicas first and the primary last (postgres: OnDelete, rollout.ts). Each pod gets a PVC `data-<name>-N` of spec.storage; the PVCs are kept
  * on scale-down and deletion (persistentVolumeClaimRetentionPolicy Retain/Retain): removing data is only
  * ever an explicit decision (deletionPolicy Delete, carried out by the reconciler).
  *
@@ -99,6 +99,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
       },
     },
     terminationGracePeriodSeconds: pod.terminationGracePeriodSeconds,
+    ...(pod.shareProcessNamespace ? { shareProcessNamespace: true } : {}),
     initContainers: pod.initContainers,
     containers: pod.containers,
     volumes: pod.volumes,
@@ -118,7 +119,10 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
       replicas: d.spec.replicas,
       serviceName: names.headless,
       podManagementPolicy: 'OrderedReady',
-      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { partition: 0 } },
+      // postgres: the operator rolls the pods (rollout.ts); null removes a rollingUpdate left from before.
+      updateStrategy: engine.operatorRollout
+        ? { type: 'OnDelete', rollingUpdate: null as unknown as undefined }
+        : { type: 'RollingUpdate', rollingUpdate: { partition: 0 } },
       persistentVolumeClaimRetentionPolicy: { whenScaled: 'Retain', whenDeleted: 'Retain' },
       selector: { matchLabels: selectorLabels(d) },
       template: {

@@ -333,7 +333,8 @@ function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
     configEnv('CLUSTER_SYSTEM_ID', db, CLUSTER_KEYS.systemIdentifier),
     secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     secretEnv('REPLICATION_USER', db, SECRET_KEYS.replicationUsername),
-    secretEnv('REPLICATION_PASSWORD', db, SECRET_KEYS.replicationPassword),
+    // A file of the Secret's volume, not env: the node writes a container's env to disk (its spec).
+    valueEnv('REPLICATION_PASSWORD_FILE', `${POSTGRES_CREDENTIALS_DIR}/${SECRET_KEYS.replicationPassword}`),
     // For initdb (a brand-new Database only).
     secretEnv('APP_USER', db, SECRET_KEYS.appUsername),
     secretEnv('APP_PASSWORD_SCRAM', db, DERIVED_SECRET_KEYS.appPasswordScram),
@@ -349,6 +350,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   const configMount = { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true };
   const runMount = { name: 'run', mountPath: POSTGRES_RUN_DIR };
   const tlsMount = { name: 'tls', mountPath: POSTGRES_TLS_DIR, readOnly: true };
+  const credentialsMount = { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true };
   const probes = postgresProbes();
   const instance = `${CONFIG_DIR}/${POSTGRES_FILES.instance}`;
   const env = instanceEnv(db, layout);
@@ -363,6 +365,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       runMount,
       tlsMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+      credentialsMount,
     ],
     resources: ctx.resources,
     securityContext: ctx.securityContext,
@@ -380,6 +383,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       tlsMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
       { name: 'shm', mountPath: '/dev/shm' },
+      credentialsMount,
     ],
     startupProbe: probes.startup,
     readinessProbe: probes.readiness,
@@ -409,7 +413,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       runMount,
       tlsMount,
       { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
+      credentialsMount,
     ],
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     securityContext: ctx.securityContext,
@@ -439,6 +443,11 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       { name: 'shm', emptyDir: { medium: 'Memory' } },
     ],
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
+    // An exec probe that times out (5 s, a loaded node) is killed, and its psql, orphaned, was reparented
+    // to the postmaster as the container's PID 1, died of SIGPIPE and was reaped by the postmaster as a
+    // crashed backend: "server process was terminated by signal 13", every connection reset, crash
+    // recovery (seen on real pods). With one process namespace the pause process is PID 1 and reaps it.
+    shareProcessNamespace: true,
   };
 }
 
@@ -478,6 +487,7 @@ export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterReco
 
 export const postgres: Engine = {
   name: 'postgres',
+  operatorRollout: true,
   port: POSTGRES_PORT,
   portName: 'postgres',
   uid: POSTGRES_UID,

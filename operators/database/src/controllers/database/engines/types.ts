@@ -50,6 +50,12 @@ export interface EnginePod {
   /** Volumes besides `data` (the volumeClaimTemplate). */
   volumes: Volume[];
   terminationGracePeriodSeconds: number;
+  /**
+   * One process namespace for the pod, so the sandbox's pause process is PID 1 and reaps orphans, not
+   * the server (postgres: a postmaster that is PID 1 takes an orphaned probe process it reaps for a
+   * crashed backend and restarts every connection).
+   */
+  shareProcessNamespace?: boolean;
 }
 
 /**
@@ -83,10 +89,27 @@ export interface ClusterObservation {
   problems: InstanceProblem[];
   /** A failure retrying cannot fix (the data is gone): the Database goes Failed with this. */
   failure?: { reason: string; message: string };
+  /** What each pod's last start reported (instance.sh), by pod name. */
+  reports?: Record<string, InstanceStart>;
+}
+
+/** What an instance's last start did to its data directory, as it reported it. */
+export interface InstanceStart {
+  /** initialized, cloned, existing, rewound, recloned, or a refusal. */
+  result: string;
+  /** When the container that reported it finished (ms since the epoch), when known. */
+  at?: number;
+  timeline?: number;
+  message?: string;
 }
 
 export interface Engine {
   readonly name: EngineName;
+  /**
+   * The operator rolls the pods (StatefulSet updateStrategy OnDelete; rollout.ts): replicas first, the
+   * primary last, whatever its ordinal. Otherwise the StatefulSet's rolling update, highest ordinal first.
+   */
+  readonly operatorRollout?: boolean;
   /** The port clients and replicas connect to. */
   readonly port: number;
   /** Name of the container port (Services target it by name). */

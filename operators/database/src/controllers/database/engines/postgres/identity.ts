@@ -10,7 +10,7 @@
  */
 import type { Pod } from '@opkit/runtime';
 import { initialPrimaryPod } from '../../desired/names.ts';
-import type { ClusterObservation, ClusterStatus, InstanceProblem } from '../types.ts';
+import type { ClusterObservation, ClusterStatus, InstanceProblem, InstanceStart } from '../types.ts';
 import { INSTANCE_RESULTS } from './instance.ts';
 import { podReport, REFUSALS } from './report.ts';
 
@@ -34,12 +34,23 @@ export function observePostgres(
     systemIdentifier = own.systemIdentifier;
   }
   const record = { primary, ...(systemIdentifier ? { systemIdentifier } : {}) };
+  const starts: Record<string, InstanceStart> = {};
+  for (const { pod, report } of reports) {
+    if (!report?.result) continue;
+    starts[pod] = {
+      result: report.result,
+      ...(report.at !== undefined ? { at: report.at } : {}),
+      ...(report.timeline !== undefined ? { timeline: report.timeline } : {}),
+      ...(report.message !== undefined ? { message: report.message } : {}),
+    };
+  }
   const problems: InstanceProblem[] = reports.flatMap(({ pod, report }) =>
     report?.result && REFUSALS.has(report.result)
       ? [{ pod, reason: report.result, message: report.message ?? report.result }]
       : [],
   );
-  if (own?.result !== INSTANCE_RESULTS.emptyPrimary || !systemIdentifier) return { record, problems };
+  if (own?.result !== INSTANCE_RESULTS.emptyPrimary || !systemIdentifier)
+    return { record, problems, reports: starts };
   const holders = reports
     .filter(
       (r) =>
@@ -67,5 +78,5 @@ export function observePostgres(
             `operator does not initialize a new, empty primary over it: ${primary} stays down until a ` +
             'replica holding the data is the primary or its volume is restored.',
         };
-  return { record, problems, failure };
+  return { record, problems, failure, reports: starts };
 }

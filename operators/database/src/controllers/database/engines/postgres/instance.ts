@@ -45,7 +45,8 @@ export function slotName(pod: string): string {
 
 /**
  * Env: PGDATA, POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, CONFIG_FILE, PGHOST/PGPORT (its own
- * socket), REPLICATION_USER, REPLICATION_PASSWORD, PASSFILE, TLS_CA_FILE (the CA replication verifies the
+ * socket), REPLICATION_USER, REPLICATION_PASSWORD_FILE (the Secret's key mounted as a file: never in env, which
+ * the node keeps on disk in the container's spec), PASSFILE, TLS_CA_FILE (the CA replication verifies the
  * primary's certificate with, sslmode=verify-full); APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
  * REPLICATION_PASSWORD_SCRAM (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
  * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
@@ -59,13 +60,14 @@ export function instanceScript(): string {
 set -eu
 mode=\${1:-start}
 : "\${PGDATA:?}" "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${CONFIG_FILE:?}"
-: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD:?}" "\${PASSFILE:?}" "\${TLS_CA_FILE:?}"
+: "\${REPLICATION_USER:?}" "\${REPLICATION_PASSWORD_FILE:?}" "\${PASSFILE:?}" "\${TLS_CA_FILE:?}"
 cluster_id=\${CLUSTER_SYSTEM_ID:-}
 wait_seconds=\${WAIT_SECONDS:-600}
 repair_wait_seconds=\${REPAIR_WAIT_SECONDS:-30}
 termination_log=\${TERMINATION_LOG:-/dev/termination-log}
 slot=$(printf 'opkit_%s' "$POD_NAME" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_' '_' | cut -c1-63)
 result=''
+note=''
 
 log() { printf 'instance: %s\\n' "$*" >&2; }
 control() {
@@ -89,12 +91,13 @@ refuse() {
   exit 1
 }
 
-# The replication password, for libpq only: a passfile (0600) on an in-memory volume.
+# The replication password, for libpq only: a passfile (0600) on an in-memory volume, from the Secret's
+# file (an env var would be in the container's spec, which the node keeps on disk).
 write_passfile() {
   mkdir -p "$(dirname "$PASSFILE")"
   old_umask=$(umask)
   umask 077
-  escaped=$(printf '%s' "$REPLICATION_PASSWORD" | sed 's/[\\\\:]/\\\\&/g')
+  escaped=$(tr -d '\\n' <"$REPLICATION_PASSWORD_FILE" | sed 's/[\\\\:]/\\\\&/g')
   printf '*:*:*:%s:%s\\n' "$REPLICATION_USER" "$escaped" >"$PASSFILE"
   umask "$old_umask"
 }
@@ -184,6 +187,7 @@ repair() {
       log "pg_rewind failed: cloning the primary again"
       clone
       result=${R.recloned}
+      note="timeline $tli here, $primary_tli on the primary, and pg_rewind failed"
       return 0
     fi
   fi
@@ -192,6 +196,7 @@ repair() {
     log "replication slot $slot on the primary is missing or lost its WAL (max_slot_wal_keep_size): cloning the primary again"
     clone
     result=${R.recloned}
+    note="its replication slot $slot on the primary was missing or had lost its WAL (max_slot_wal_keep_size)"
     return 0
   fi
   touch "$PGDATA/standby.signal"
@@ -247,7 +252,7 @@ if [ -f "$auto" ] && grep -q -e '^primary_conninfo' -e '^primary_slot_name' "$au
   grep -v -e '^primary_conninfo' -e '^primary_slot_name' "$auto" >"$auto.tmp" || true
   mv "$auto.tmp" "$auto"
 fi
-report "$result"
+report "$result" "$note"
 log "$POD_NAME ($role): $result"
 if [ "$mode" = bootstrap ]; then exit 0; fi
 if [ "$role" = replica ]; then

@@ -1,0 +1,214 @@
+/**
+ * Helpers of the PostgreSQL tests on real pods (postgres-pods*.test.ts): kubectl against the test's
+ * cluster, psql in a pod (the application user over TCP, the superuser over the local socket), what to
+ * print when a wait fails, and a sampler of the pods' readiness and restarts.
+ *
+ * Passwords never go on a command line: psql gets the application password on stdin (a kubectl exec's
+ * arguments are in the exec request's URL, which the API server and the kubelet may log), so that the
+ * password scan of postgres-pods-credentials.test.ts finds only what the operator put somewhere.
+ */
+import { spawnSync } from 'node:child_process';
+import { type Pod, Pods, Secrets } from '@opkit/runtime';
+import type { Cluster } from './helpers.ts';
+
+export type Kubectl = (
+  args: string[],
+  opts?: { timeoutMs?: number; input?: string },
+) => { code: number; out: string; stdout: string };
+
+export function kubectlFor(cluster: Cluster): Kubectl {
+  return (args, opts = {}) => {
+    const r = spawnSync('kubectl', ['--kubeconfig', cluster.kubeconfig, ...args], {
+      encoding: 'utf8',
+      timeout: opts.timeoutMs ?? 60_000,
+      ...(opts.input !== undefined ? { input: opts.input } : {}),
+    });
+    // stdout alone for results: kubectl may warn on stderr (e.g. 'Unknown stream id 1') after an exec.
+    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '' };
+  };
+}
+
+/** The pods, their description and the last log lines of `pods`: what to print when a wait fails. */
+export function diagnose(kubectl: Kubectl, ns: string, pods: string[]): string {
+  return [
+    kubectl(['get', 'pods,pvc,svc,endpoints', '-n', ns, '-o', 'wide']).out,
+    kubectl(['describe', 'pods', '-n', ns]).out.slice(-6000),
+    ...pods.map((p) => kubectl(['logs', '-n', ns, p, '--all-containers', '--tail', '40']).out),
+  ].join('\n');
+}
+
+/** A key of the credentials Secret, decoded. */
+export async function secretValue(cluster: Cluster, ns: string, db: string, key: string): Promise<string> {
+  const secret = await cluster.client.get(Secrets, { namespace: ns, name: `${db}-credentials` });
+  return Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
+}
+
+/**
+ * psql over TCP from pod `from` to `host` (a Service or `<pod>.<headless>`, in `ns`) as the application
+ * user with `password` (the Secret's app-password by default), given on stdin; rows unaligned, tuples only.
+ */
+export async function appPsql(
+  cluster: Cluster,
+  kubectl: Kubectl,
+  ns: string,
+  db: string,
+  from: string,
+  host: string,
+  sql: string,
+  password?: string,
+): Promise<string> {
+  const user = await secretValue(cluster, ns, db, 'app-username');
+  const pass = password ?? (await secretValue(cluster, ns, db, 'app-password'));
+  const r = kubectl(
+    [
+      'exec',
+      '-i',
+      '-n',
+      ns,
+      from,
+      '-c',
+      'postgres',
+      '--',
+      'sh',
+      '-c',
+      'IFS= read -r PGPASSWORD; export PGPASSWORD; exec psql "$@"',
+      'sh',
+      '-X',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-At',
+      '-h',
+      `${host}.${ns}.svc.cluster.local`,
+      '-U',
+      user,
+      '-d',
+      'app',
+      '-c',
+      sql,
+    ],
+    { input: `${pass}\n` },
+  );
+  if (r.code !== 0) throw new Error(`psql on ${host} from ${from} failed (${r.code}): ${r.out}`);
+  return r.stdout.trim();
+}
+
+/** SQL as the superuser through pod's local socket (peer authentication, no password). */
+export function superSql(
+  kubectl: Kubectl,
+  ns: string,
+  pod: string,
+  sql: string,
+  timeoutMs = 120_000,
+): string {
+  const r = kubectl(
+    [
+      'exec',
+      '-n',
+      ns,
+      pod,
+      '-c',
+      'postgres',
+      '--',
+      'psql',
+      '-X',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-h',
+      '/var/run/postgresql',
+      '-U',
+      'postgres',
+      '-d',
+      'postgres',
+      '-At',
+      '-c',
+      sql,
+    ],
+    { timeoutMs },
+  );
+  if (r.code !== 0) throw new Error(`superuser SQL on ${pod} failed (${r.code}): ${r.out}`);
+  return r.stdout.trim();
+}
+
+export interface PodSample {
+  at: number;
+  pod: string;
+  uid: string;
+  ready: boolean;
+  terminating: boolean;
+  image: string;
+  /** Restarts of every container, init containers included, summed. */
+  restarts: number;
+}
+
+export function samplePod(p: Pod, at = Date.now()): PodSample {
+  const st = p.status;
+  const restarts = [...(st?.containerStatuses ?? []), ...(st?.initContainerStatuses ?? [])].reduce(
+    (n, c) => n + (c.restartCount ?? 0),
+    0,
+  );
+  return {
+    at,
+    pod: p.metadata.name ?? '',
+    uid: p.metadata.uid ?? '',
+    ready: st?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+    terminating: Boolean(p.metadata.deletionTimestamp),
+    image: p.spec?.containers.find((c) => c.name === 'postgres')?.image ?? '',
+    restarts,
+  };
+}
+
+/** Lists the pods of `ns` every `intervalMs` until stop(); each round is one list (one timestamp). */
+export function samplePods(
+  cluster: Cluster,
+  ns: string,
+  intervalMs = 500,
+): { rounds: PodSample[][]; stop(): Promise<PodSample[][]> } {
+  const rounds: PodSample[][] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const list = await cluster.client.list(Pods, { namespace: ns });
+        const at = Date.now();
+        rounds.push(list.items.map((p) => samplePod(p, at)));
+      } catch {
+        // A failed list is a missing sample, not a finding.
+      }
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  })();
+  return {
+    rounds,
+    async stop() {
+      stopped = true;
+      await loop;
+      return rounds;
+    },
+  };
+}
+
+/**
+ * From pod samples of a rollout to `image`: when each pod's old incarnation went down (the first round in
+ * which it was terminating, missing or on the new image), when its new one was first Ready, and the pods
+ * in the order they went down.
+ */
+export function rolloutOrder(
+  rounds: readonly PodSample[][],
+  pods: readonly string[],
+  image: string,
+): { order: string[]; down: Map<string, number>; up: Map<string, number> } {
+  const down = new Map<string, number>();
+  const up = new Map<string, number>();
+  for (const round of rounds) {
+    const at = round[0]?.at ?? 0;
+    const byPod = new Map(round.map((s) => [s.pod, s]));
+    for (const pod of pods) {
+      const s = byPod.get(pod);
+      const old = s !== undefined && s.image !== image && !s.terminating;
+      if (!old && !down.has(pod)) down.set(pod, at);
+      if (s && s.image === image && s.ready && !up.has(pod)) up.set(pod, at);
+    }
+  }
+  const order = [...down.entries()].sort((a, b) => a[1] - b[1]).map(([p]) => p);
+  return { order, down, up };
+}

@@ -72,11 +72,6 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
   const podSpec: NonNullable<NonNullable<StatefulSet['spec']>['template']['spec']> = {
     automountServiceAccountToken: false,
     enableServiceLinks: false,
-    // PID 1 is the pod's pause process, which reaps orphans. Otherwise the engine is PID 1 of its container
-    // and inherits the orphaned children of exec probes that timed out (psql killed by SIGPIPE): the postmaster
-    // takes an unknown child's abnormal exit for a crashed backend and restarts (crash recovery, connections
-    // refused), as the demo showed on a loaded machine.
-    shareProcessNamespace: true,
     securityContext: {
       runAsNonRoot: true,
       runAsUser: engine.uid,

@@ -21,7 +21,7 @@ import {
 } from './install/install.ts';
 import { KubeClient } from './kube-client.ts';
 import { buildKubeconfig, type Kubeconfig, kubeconfigYaml } from './kubeconfig.ts';
-import { SIMULATED_TAINT } from './node/configs.ts';
+import { REAL_NODE_LABEL, SIMULATED_TAINT } from './node/configs.ts';
 import {
   apiServerNodeArgs,
   type PreparedNodes,
@@ -141,9 +141,10 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    // The provisioner first: no volume is being made while teardown unmounts them.
+    await provisioner?.stop();
     if (realNodes) await realNodes.stop();
     else if (prepared) teardown(prepared.record);
-    await provisioner?.stop();
     // Reverse start order: clients of the apiserver first, etcd last.
     for (const p of [...processes].reverse()) await p.stop(3000);
     client?.close();
@@ -245,7 +246,12 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       processes.push(
         startKwok({ ...common, binary: inst.binaries.kwok, stages: inst.kwokStages, podCidr: POD_CIDR }),
       );
-      provisioner = new VolumeProvisioner(client, { volumeRoot: join(dir, 'volumes'), log });
+      provisioner = new VolumeProvisioner(client, {
+        volumeRoot: prepared?.volumesDir ?? join(dir, 'volumes'),
+        // With real nodes, volumes are real filesystems (their size shows, fsGroup applies, they grow).
+        loopXfs: prepared ? { nodeLabels: { [REAL_NODE_LABEL]: 'real' } } : undefined,
+        log,
+      });
       provisioner.start();
       await addNodes(opts.nodes ?? 3);
       // Pods can only be created once the controller-manager made the namespace's default ServiceAccount.

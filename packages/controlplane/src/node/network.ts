@@ -17,6 +17,8 @@ import { inNetns, linkExists, sh } from './sys.ts';
 
 export const MAX_REAL_NODES = 8;
 export const SERVICE_ROUTE = '10.96.0.0/16';
+/** The kube-dns Service's ClusterIP in SERVICE_ROUTE (the .10 kubeadm and kind use): pods' name server. */
+export const CLUSTER_DNS_IP = '10.96.0.10';
 export const REAL_POD_CIDR = '10.232.0.0/13';
 const RECORDS = '/run/opkit/nodes';
 

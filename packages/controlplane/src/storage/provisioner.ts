@@ -1,13 +1,17 @@
 /**
  * opkit's local volume provisioner, the counterpart of kind's local-path provisioner:
- * - binds each new PVC of its StorageClass to a PersistentVolume it creates (a hostPath directory);
- * - grows the PV and the claim's status.capacity when the claim's request grows (online expansion);
- * - deletes Released PVs whose reclaim policy is Delete (and their directory); keeps Retain ones.
+ * - binds each new PVC of its StorageClass to a PersistentVolume it creates: a hostPath directory
+ *   (kwok-only clusters: nothing mounts it), or with real nodes a loop-mounted XFS file exposed as a
+ *   `local` PV for the real nodes (loop-volume.ts: the pod sees its size, fsGroup applies);
+ * - grows the PV and the claim's status.capacity when the claim's request grows (online expansion; an XFS
+ *   volume's filesystem first);
+ * - deletes Released PVs whose reclaim policy is Delete (and their directory or file); keeps Retain ones.
  * kube-controller-manager's PV controller does the binding itself once the PV names the claim.
  */
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../kube-client.ts';
+import { createLoopVolume, growLoopVolume, loopVolume, removeLoopVolume } from './loop-volume.ts';
 import { parseQuantity } from './quantity.ts';
 
 export const PROVISIONER_NAME = 'opkit.dev/local-volume';
@@ -38,6 +42,7 @@ interface Pv {
   spec: {
     persistentVolumeReclaimPolicy?: string;
     hostPath?: { path: string };
+    local?: { path: string };
     capacity?: { storage?: string };
   };
   status?: { phase?: string };
@@ -64,8 +69,13 @@ export function defaultStorageClass(): Record<string, unknown> {
 }
 
 export interface ProvisionerOptions {
-  /** Where volume directories are created. */
+  /** Where volume directories (or files and mount points) are created. */
   volumeRoot: string;
+  /**
+   * Loop-mounted XFS volumes, as `local` PVs usable on the nodes with these labels (the real nodes: they
+   * share the host's mounts). Without it, volumes are hostPath directories.
+   */
+  loopXfs?: { nodeLabels: Record<string, string> };
   log?: (msg: string) => void;
 }
 
@@ -123,14 +133,34 @@ export class VolumeProvisioner {
     }
   }
 
-  private async provision(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
-    const name = `pvc-${pvc.metadata.uid}`;
+  /** The volume itself and the PV's source (and node affinity) pointing at it. */
+  private async createVolume(name: string, size: string): Promise<Record<string, unknown>> {
+    const loop = this.opts.loopXfs;
+    if (loop) {
+      const v = loopVolume(this.opts.volumeRoot, name);
+      await createLoopVolume(v, parseQuantity(size));
+      const matchExpressions = Object.entries(loop.nodeLabels).map(([key, value]) => ({
+        key,
+        operator: 'In',
+        values: [value],
+      }));
+      return {
+        local: { path: v.mountPoint },
+        nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions }] } },
+      };
+    }
     const path = join(this.opts.volumeRoot, name);
     mkdirSync(path, { recursive: true });
     // World-writable, as local-path-provisioner makes its directories: the kubelet applies no fsGroup to a
     // hostPath volume, so a pod running as a non-root user (postgres 999) could not write a root-owned 0755
     // directory on a real node.
     chmodSync(path, 0o777);
+    return { hostPath: { path, type: 'DirectoryOrCreate' } };
+  }
+
+  private async provision(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
+    const name = `pvc-${pvc.metadata.uid}`;
+    const source = await this.createVolume(name, size);
     const pv = {
       apiVersion: 'v1',
       kind: 'PersistentVolume',
@@ -141,7 +171,7 @@ export class VolumeProvisioner {
         volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
         persistentVolumeReclaimPolicy: sc.reclaimPolicy ?? 'Delete',
         storageClassName: sc.metadata.name,
-        hostPath: { path, type: 'DirectoryOrCreate' },
+        ...source,
         claimRef: {
           apiVersion: 'v1',
           kind: 'PersistentVolumeClaim',
@@ -159,6 +189,11 @@ export class VolumeProvisioner {
 
   private async expand(pvc: Pvc, size: string): Promise<void> {
     const pvPath = `/api/v1/persistentvolumes/${pvc.spec.volumeName}`;
+    if (this.opts.loopXfs) {
+      const pv = await this.client.json<Pv>('GET', pvPath);
+      if (pv.spec.local?.path.startsWith(this.opts.volumeRoot))
+        await growLoopVolume(loopVolume(this.opts.volumeRoot, pv.metadata.name), parseQuantity(size));
+    }
     await this.client.json(
       'PATCH',
       pvPath,
@@ -183,6 +218,8 @@ export class VolumeProvisioner {
       throw new Error(`deleting ${pv.metadata.name}: HTTP ${res.code}`);
     if (pv.spec.hostPath?.path.startsWith(this.opts.volumeRoot))
       rmSync(pv.spec.hostPath.path, { recursive: true, force: true });
+    if (pv.spec.local?.path.startsWith(this.opts.volumeRoot))
+      await removeLoopVolume(loopVolume(this.opts.volumeRoot, pv.metadata.name));
     this.opts.log?.(`deleted released volume ${pv.metadata.name}`);
   }
 

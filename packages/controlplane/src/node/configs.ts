@@ -246,7 +246,7 @@ export function kubeDnsObjects(clusterIp: string, coreDnsIp: string) {
         ...labels,
         'kubernetes.io/service-name': 'kube-dns',
         // Not a controller's: neither the EndpointSlice controller nor its mirroring touches it.
-        'endpointslice.kubernetes.io/managed-by': 'opkit.dev/controlplane',
+        'endpointslice.kubernetes.io/managed-by': 'controlplane.opkit.dev',
       },
     },
     addressType: 'IPv4',

@@ -105,6 +105,12 @@ test('kube-dns: a selectorless Service at the .10 of the Service range, UDP and 
     'endpointslice-controller.k8s.io',
   );
   assert.deepEqual(endpointSlice.endpoints[0]?.addresses, ['10.250.3.1']);
+  // The API server's rule for label values (a '/' in one made it answer 422).
+  for (const value of [
+    ...Object.values(service.metadata.labels),
+    ...Object.values(endpointSlice.metadata.labels),
+  ])
+    assert.match(value, /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/, value);
   // The slice's port names must match the Service's, or kube-proxy programs no rule for that port.
   assert.deepEqual(
     endpointSlice.ports.map((p) => p.name),

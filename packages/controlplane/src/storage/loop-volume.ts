@@ -18,7 +18,7 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { mountsUnder, run, sh, sleepSync } from '../node/sys.ts';
 
 /** mkfs.xfs (xfsprogs >= 5.19) refuses filesystems under 300 MB: smaller claims get a 300 MiB file. */
@@ -49,6 +49,7 @@ export async function createLoopVolume(v: LoopVolume, bytes: number): Promise<vo
   if (!existsSync(v.image)) {
     // Formatted under a temporary name: a file with the final name always holds a filesystem.
     const partial = `${v.image}.partial`;
+    mkdirSync(dirname(v.image), { recursive: true });
     writeFileSync(partial, '');
     truncateSync(partial, imageBytes(bytes));
     await run('mkfs.xfs', ['-q', '-f', partial]);

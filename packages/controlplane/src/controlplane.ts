@@ -33,7 +33,7 @@ import { teardown } from './node/teardown.ts';
 import { generatePki, issueCertificate } from './pki.ts';
 import { freePort } from './ports.ts';
 import { type ManagedProcess, onProcessExit } from './process.ts';
-import { defaultStorageClass, VolumeProvisioner } from './storage/provisioner.ts';
+import { defaultStorageClass, VolumeProvisioner, xfsStorageClass } from './storage/provisioner.ts';
 
 export type Mode = 'apiserver' | 'cluster';
 
@@ -230,6 +230,7 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
 
     if (mode === 'cluster') {
       await client.json('POST', '/apis/storage.k8s.io/v1/storageclasses', defaultStorageClass());
+      if (prepared) await client.json('POST', '/apis/storage.k8s.io/v1/storageclasses', xfsStorageClass());
       const common = { dir, kubeconfig: kubeconfigPath };
       // Each process is registered as soon as it is spawned, so a failure later on still stops it.
       processes.push(
@@ -248,7 +249,8 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       );
       provisioner = new VolumeProvisioner(client, {
         volumeRoot: prepared?.volumesDir ?? join(dir, 'volumes'),
-        // With real nodes, volumes are real filesystems (their size shows, fsGroup applies, they grow).
+        // With real nodes, the local-xfs class gives real filesystems (their size shows, fsGroup applies,
+        // they grow); `standard` stays hostPath directories (REAL-NODES.md says why it is not the default).
         loopXfs: prepared ? { nodeLabels: { [REAL_NODE_LABEL]: 'real' } } : undefined,
         log,
       });

@@ -1,8 +1,9 @@
 /**
  * opkit's local volume provisioner, the counterpart of kind's local-path provisioner:
- * - binds each new PVC of its StorageClass to a PersistentVolume it creates: a hostPath directory
- *   (kwok-only clusters: nothing mounts it), or with real nodes a loop-mounted XFS file exposed as a
- *   `local` PV for the real nodes (loop-volume.ts: the pod sees its size, fsGroup applies);
+ * - binds each new PVC of its StorageClasses to a PersistentVolume it creates: a hostPath directory
+ *   (`standard`), or, in a cluster with real nodes, for the `local-xfs` class (parameter type: loop-xfs) a
+ *   loop-mounted XFS file exposed as a `local` PV for the real nodes (loop-volume.ts: the pod sees its
+ *   size, fsGroup applies);
  * - grows the PV and the claim's status.capacity when the claim's request grows (online expansion; an XFS
  *   volume's filesystem first);
  * - deletes Released PVs whose reclaim policy is Delete (and their directory or file); keeps Retain ones.
@@ -16,6 +17,9 @@ import { parseQuantity } from './quantity.ts';
 
 export const PROVISIONER_NAME = 'opkit.dev/local-volume';
 export const DEFAULT_STORAGE_CLASS = 'standard';
+/** With real nodes: volumes that are real filesystems of their size (loop-mounted XFS). */
+export const XFS_STORAGE_CLASS = 'local-xfs';
+const LOOP_XFS = 'loop-xfs';
 const PROVISIONED_BY = 'pv.kubernetes.io/provisioned-by';
 
 interface Meta {
@@ -51,6 +55,7 @@ interface StorageClass {
   metadata: Meta;
   provisioner: string;
   reclaimPolicy?: string;
+  parameters?: Record<string, string>;
 }
 
 export function defaultStorageClass(): Record<string, unknown> {
@@ -68,12 +73,27 @@ export function defaultStorageClass(): Record<string, unknown> {
   };
 }
 
+/** The StorageClass of loop-mounted XFS volumes (a cluster with real nodes has it; not the default). */
+export function xfsStorageClass(): Record<string, unknown> {
+  return {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: { name: XFS_STORAGE_CLASS },
+    provisioner: PROVISIONER_NAME,
+    parameters: { type: LOOP_XFS },
+    reclaimPolicy: 'Delete',
+    volumeBindingMode: 'Immediate',
+    allowVolumeExpansion: true,
+  };
+}
+
 export interface ProvisionerOptions {
   /** Where volume directories (or files and mount points) are created. */
   volumeRoot: string;
   /**
-   * Loop-mounted XFS volumes, as `local` PVs usable on the nodes with these labels (the real nodes: they
-   * share the host's mounts). Without it, volumes are hostPath directories.
+   * Loop-mounted XFS volumes for claims of a class with parameter `type: loop-xfs`, as `local` PVs usable
+   * on the nodes with these labels (the real nodes: they share the host's mounts). Without it, such
+   * claims are refused (logged) and every volume is a hostPath directory.
    */
   loopXfs?: { nodeLabels: Record<string, string> };
   log?: (msg: string) => void;
@@ -129,14 +149,15 @@ export class VolumeProvisioner {
     }
     const capacity = pvc.status?.capacity?.storage;
     if (pvc.status?.phase === 'Bound' && capacity && parseQuantity(requested) > parseQuantity(capacity)) {
-      await this.expand(pvc, requested);
+      await this.expand(pvc, sc, requested);
     }
   }
 
   /** The volume itself and the PV's source (and node affinity) pointing at it. */
-  private async createVolume(name: string, size: string): Promise<Record<string, unknown>> {
+  private async createVolume(sc: StorageClass, name: string, size: string): Promise<Record<string, unknown>> {
     const loop = this.opts.loopXfs;
-    if (loop) {
+    if (sc.parameters?.type === LOOP_XFS) {
+      if (!loop) throw new Error(`StorageClass ${sc.metadata.name}: loop-xfs volumes need real nodes`);
       const v = loopVolume(this.opts.volumeRoot, name);
       await createLoopVolume(v, parseQuantity(size));
       const matchExpressions = Object.entries(loop.nodeLabels).map(([key, value]) => ({
@@ -160,7 +181,7 @@ export class VolumeProvisioner {
 
   private async provision(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
     const name = `pvc-${pvc.metadata.uid}`;
-    const source = await this.createVolume(name, size);
+    const source = await this.createVolume(sc, name, size);
     const pv = {
       apiVersion: 'v1',
       kind: 'PersistentVolume',
@@ -187,9 +208,9 @@ export class VolumeProvisioner {
     else if (res.code !== 409) throw new Error(`creating ${name} failed: HTTP ${res.code} ${res.text}`);
   }
 
-  private async expand(pvc: Pvc, size: string): Promise<void> {
+  private async expand(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
     const pvPath = `/api/v1/persistentvolumes/${pvc.spec.volumeName}`;
-    if (this.opts.loopXfs) {
+    if (sc.parameters?.type === LOOP_XFS) {
       const pv = await this.client.json<Pv>('GET', pvPath);
       if (pv.spec.local?.path.startsWith(this.opts.volumeRoot))
         await growLoopVolume(loopVolume(this.opts.volumeRoot, pv.metadata.name), parseQuantity(size));

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { MARIADB_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from '../../src/images/recipes.ts';
-import { type ControlPlane, start } from '../../src/index.ts';
+import { type ControlPlane, start, XFS_STORAGE_CLASS } from '../../src/index.ts';
 import type { KubeClient } from '../../src/kube-client.ts';
 import { readRecords } from '../../src/node/network.ts';
 import { adminClient, eventually } from './helpers.ts';
@@ -341,11 +341,15 @@ describe('a mixed cluster with a real node', { timeout: 900_000, skip: needsRoot
     assert.equal(ids[2], '2000');
   });
 
-  test('a PVC is a real filesystem of its size: fsGroup applies, and expanding the claim grows it in the running pod', async () => {
+  test('a local-xfs PVC is a real filesystem of its size: fsGroup applies, and expanding the claim grows it in the running pod', async () => {
     const claims = `/api/v1/namespaces/${NS}/persistentvolumeclaims`;
     await client.json('POST', claims, {
       metadata: { name: 'grow' },
-      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+      spec: {
+        storageClassName: XFS_STORAGE_CLASS,
+        accessModes: ['ReadWriteOnce'],
+        resources: { requests: { storage: '1Gi' } },
+      },
     });
     await client.json('POST', `/api/v1/namespaces/${NS}/pods`, {
       metadata: { name: 'grower' },

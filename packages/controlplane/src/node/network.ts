@@ -44,6 +44,11 @@ export interface NetworkRecord {
   network: ClusterNetwork;
   /** Directories holding node state (containerd, kubelet): processes and mounts under them are ours. */
   dirs: string[];
+  /**
+   * Directories whose mounts and loop devices go with the nodes (the provisioner's volumes), but whose
+   * files stay: a `dir` given to start() keeps its volumes' data.
+   */
+  mountDirs?: string[];
   /** The control plane's directory: after a crash, its orphaned etcd and API server go too. */
   clusterDir?: string;
 }
@@ -124,6 +129,7 @@ export async function createNetwork(
   dirs: string[],
   clusterDir: string,
   nodeName: (i: number) => string,
+  mountDirs: string[] = [],
 ): Promise<ClusterNetwork> {
   mkdirSync(RECORDS, { recursive: true });
   return withLock(
@@ -132,7 +138,7 @@ export async function createNetwork(
     async () => {
       const id = randomBytes(3).toString('hex');
       const net = planNetwork(id, freeSubnetIndex(hostAddresses()), count, nodeName);
-      const record: NetworkRecord = { ownerPid: process.pid, network: net, dirs, clusterDir };
+      const record: NetworkRecord = { ownerPid: process.pid, network: net, dirs, mountDirs, clusterDir };
       writeFileSync(recordPath(id), JSON.stringify(record, null, 2));
       sh('ip', ['link', 'add', net.bridge, 'type', 'bridge']);
       sh('ip', ['addr', 'add', `${net.hostIp}/24`, 'dev', net.bridge]);

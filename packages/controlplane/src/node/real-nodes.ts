@@ -61,7 +61,7 @@ export interface PreparedNodes {
   record: NetworkRecord;
   network: ClusterNetwork;
   nodesDir: string;
-  /** The provisioner's loop-mounted volumes: torn down (unmounted, detached) with the nodes. */
+  /** The provisioner's volumes: unmounted and detached with the nodes (their files stay). */
   volumesDir: string;
 }
 
@@ -72,10 +72,14 @@ export async function prepareRealNodes(count: number, clusterDir: string, log: (
   const nodesDir = join(clusterDir, 'nodes');
   const volumesDir = join(clusterDir, 'volumes');
   mkdirSync(nodesDir, { recursive: true });
-  // Nodes first: teardown unmounts the pods' bind mounts of a volume before the volume itself.
-  const dirs = [nodesDir, volumesDir];
-  const network = await createNetwork(count, dirs, clusterDir, realNodeName);
-  const record: NetworkRecord = { ownerPid: process.pid, network, dirs, clusterDir };
+  const network = await createNetwork(count, [nodesDir], clusterDir, realNodeName, [volumesDir]);
+  const record: NetworkRecord = {
+    ownerPid: process.pid,
+    network,
+    dirs: [nodesDir],
+    mountDirs: [volumesDir],
+    clusterDir,
+  };
   return { record, network, nodesDir, volumesDir } satisfies PreparedNodes;
 }
 

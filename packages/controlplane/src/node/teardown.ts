@@ -37,9 +37,11 @@ export function teardown(record: NetworkRecord, opts: { orphans?: boolean } = {}
       cgroupMarks.some((m) => p.cgroup.includes(m)) ||
       (!!orphanDir && p.cmdline.includes(orphanDir)),
   );
-  for (const d of dirs) unmountAll(d);
+  // Node directories first: the pods' bind mounts of a volume go before the volume itself.
+  const mounted = [...dirs, ...(record.mountDirs ?? [])];
+  for (const d of mounted) unmountAll(d);
   // The provisioner's volumes: their loop devices autoclear once unmounted; detach what is left.
-  for (const d of dirs) detachLoopsUnder(d);
+  for (const d of mounted) detachLoopsUnder(d);
   deleteNetwork(network);
   if (existsSync(CGROUP_FS)) {
     for (const controller of readdirSync(CGROUP_FS)) {

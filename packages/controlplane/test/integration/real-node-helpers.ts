@@ -51,6 +51,5 @@ export function leftovers(dir: string, networkId: string): string[] {
   if (existsSync(`/run/opkit/nodes/${networkId}.json`)) found.push('record file');
   for (const loop of loopDevicesUnder(dir)) found.push(`loop device ${loop.device} of ${loop.backingFile}`);
   if (existsSync(dir) && existsSync(`${dir}/nodes`)) found.push(`directory ${dir}/nodes`);
-  if (existsSync(dir) && existsSync(`${dir}/volumes`)) found.push(`directory ${dir}/volumes`);
   return found;
 }

@@ -2,7 +2,7 @@
 # Machine-level prerequisites of the test suite (run as root, or with sudo): Go to build the Kubernetes
 # components, PostgreSQL server binaries for the Database operator's real replication test, and what the
 # local cluster's real nodes need: containerd + runc, the CNI plugins, iptables, mmdebstrap (images are
-# built from the Debian mirror apt uses) and gcc (the pause binary).
+# built from the Debian mirror apt uses), gcc (the pause binary) and xfsprogs (volumes).
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
 if ! command -v go >/dev/null; then
@@ -30,6 +30,8 @@ command -v gcc >/dev/null || node_pkgs+=(gcc)
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/aarch64-linux-gnu/libc.a ] || node_pkgs+=(libc6-dev)
 command -v nsenter >/dev/null || node_pkgs+=(util-linux)
 command -v ip >/dev/null || node_pkgs+=(iproute2)
+# Volumes of real nodes: loop-mounted XFS files (xfs_growfs grows them online without CAP_SYS_RESOURCE).
+command -v mkfs.xfs >/dev/null || node_pkgs+=(xfsprogs)
 if [ ${#node_pkgs[@]} -gt 0 ]; then
   echo "installing what real nodes need: ${node_pkgs[*]} ..."
   apt-get update -qq

@@ -50,7 +50,7 @@ for (const mode of ['apiserver', 'cluster'] as const) {
 }
 
 if (values['real-nodes']) {
-  const { starts, pods } = await realNodeTimes(runs);
+  const { starts, pods, volumePods, expansions } = await realNodeTimes(runs);
   const row = (label: string, xs: number[]) => [
     label,
     fmt(median(xs)),
@@ -59,6 +59,8 @@ if (values['real-nodes']) {
   ];
   rows.push(row('warm start, cluster mode, 3 kwok + 1 real node', starts));
   rows.push(row('pod on the real node, create -> Ready', pods));
+  rows.push(row('pod with a new 1Gi local-xfs claim, create -> Ready', volumePods));
+  rows.push(row('claim expansion 1Gi -> 2Gi, request -> capacity', expansions));
 }
 
 if (values.cold) {

@@ -21,7 +21,7 @@ import {
 } from './install/install.ts';
 import { KubeClient } from './kube-client.ts';
 import { buildKubeconfig, type Kubeconfig, kubeconfigYaml } from './kubeconfig.ts';
-import { SIMULATED_TAINT } from './node/configs.ts';
+import { REAL_NODE_LABEL, SIMULATED_TAINT } from './node/configs.ts';
 import {
   apiServerNodeArgs,
   type PreparedNodes,
@@ -33,7 +33,7 @@ import { teardown } from './node/teardown.ts';
 import { generatePki, issueCertificate } from './pki.ts';
 import { freePort } from './ports.ts';
 import { type ManagedProcess, onProcessExit } from './process.ts';
-import { defaultStorageClass, VolumeProvisioner } from './storage/provisioner.ts';
+import { defaultStorageClass, VolumeProvisioner, xfsStorageClass } from './storage/provisioner.ts';
 
 export type Mode = 'apiserver' | 'cluster';
 
@@ -141,9 +141,10 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    // The provisioner first: no volume is being made while teardown unmounts them.
+    await provisioner?.stop();
     if (realNodes) await realNodes.stop();
     else if (prepared) teardown(prepared.record);
-    await provisioner?.stop();
     // Reverse start order: clients of the apiserver first, etcd last.
     for (const p of [...processes].reverse()) await p.stop(3000);
     client?.close();
@@ -229,6 +230,7 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
 
     if (mode === 'cluster') {
       await client.json('POST', '/apis/storage.k8s.io/v1/storageclasses', defaultStorageClass());
+      if (prepared) await client.json('POST', '/apis/storage.k8s.io/v1/storageclasses', xfsStorageClass());
       const common = { dir, kubeconfig: kubeconfigPath };
       // Each process is registered as soon as it is spawned, so a failure later on still stops it.
       processes.push(
@@ -245,7 +247,13 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       processes.push(
         startKwok({ ...common, binary: inst.binaries.kwok, stages: inst.kwokStages, podCidr: POD_CIDR }),
       );
-      provisioner = new VolumeProvisioner(client, { volumeRoot: join(dir, 'volumes'), log });
+      provisioner = new VolumeProvisioner(client, {
+        volumeRoot: prepared?.volumesDir ?? join(dir, 'volumes'),
+        // With real nodes, the local-xfs class gives real filesystems (their size shows, fsGroup applies,
+        // they grow); `standard` stays hostPath directories (REAL-NODES.md says why it is not the default).
+        loopXfs: prepared ? { nodeLabels: { [REAL_NODE_LABEL]: 'real' } } : undefined,
+        log,
+      });
       provisioner.start();
       await addNodes(opts.nodes ?? 3);
       // Pods can only be created once the controller-manager made the namespace's default ServiceAccount.

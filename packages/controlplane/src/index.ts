@@ -29,4 +29,4 @@ export { REAL_NODE_LABEL, SIMULATED_TAINT } from './node/configs.ts';
 export { LoadImageError } from './node/load-image.ts';
 export { NodePrerequisiteError } from './node/prereqs.ts';
 export { freePort } from './ports.ts';
-export { DEFAULT_STORAGE_CLASS, PROVISIONER_NAME } from './storage/provisioner.ts';
+export { DEFAULT_STORAGE_CLASS, PROVISIONER_NAME, XFS_STORAGE_CLASS } from './storage/provisioner.ts';

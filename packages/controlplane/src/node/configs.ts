@@ -218,3 +218,40 @@ export function corefile(bindIp: string, kubeconfig: string, context: string, re
 }
 `;
 }
+
+/**
+ * The `kube-dns` Service of kube-system (what kubeadm and kind create): a ClusterIP the kubelets give pods
+ * as their name server, UDP and TCP 53. Selectorless, with an EndpointSlice naming CoreDNS, which runs on
+ * the host at the bridge address: kube-proxy in each node's namespace DNATs the ClusterIP to it.
+ */
+export function kubeDnsObjects(clusterIp: string, coreDnsIp: string) {
+  const ports = [
+    { name: 'dns', protocol: 'UDP', port: 53 },
+    { name: 'dns-tcp', protocol: 'TCP', port: 53 },
+  ];
+  const labels = { 'k8s-app': 'kube-dns', 'kubernetes.io/name': 'CoreDNS' };
+  const service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'kube-dns', namespace: 'kube-system', labels },
+    spec: { clusterIP: clusterIp, ports: ports.map((p) => ({ ...p, targetPort: 53 })) },
+  };
+  const endpointSlice = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: 'kube-dns-coredns',
+      namespace: 'kube-system',
+      labels: {
+        ...labels,
+        'kubernetes.io/service-name': 'kube-dns',
+        // Not a controller's: neither the EndpointSlice controller nor its mirroring touches it.
+        'endpointslice.kubernetes.io/managed-by': 'controlplane.opkit.dev',
+      },
+    },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: [coreDnsIp], conditions: { ready: true, serving: true, terminating: false } }],
+    ports,
+  };
+  return { service, endpointSlice };
+}

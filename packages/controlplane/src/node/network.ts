@@ -17,6 +17,8 @@ import { inNetns, linkExists, sh } from './sys.ts';
 
 export const MAX_REAL_NODES = 8;
 export const SERVICE_ROUTE = '10.96.0.0/16';
+/** The kube-dns Service's ClusterIP in SERVICE_ROUTE (the .10 kubeadm and kind use): pods' name server. */
+export const CLUSTER_DNS_IP = '10.96.0.10';
 export const REAL_POD_CIDR = '10.232.0.0/13';
 const RECORDS = '/run/opkit/nodes';
 
@@ -42,6 +44,11 @@ export interface NetworkRecord {
   network: ClusterNetwork;
   /** Directories holding node state (containerd, kubelet): processes and mounts under them are ours. */
   dirs: string[];
+  /**
+   * Directories whose mounts and loop devices go with the nodes (the provisioner's volumes), but whose
+   * files stay: a `dir` given to start() keeps its volumes' data.
+   */
+  mountDirs?: string[];
   /** The control plane's directory: after a crash, its orphaned etcd and API server go too. */
   clusterDir?: string;
 }
@@ -122,6 +129,7 @@ export async function createNetwork(
   dirs: string[],
   clusterDir: string,
   nodeName: (i: number) => string,
+  mountDirs: string[] = [],
 ): Promise<ClusterNetwork> {
   mkdirSync(RECORDS, { recursive: true });
   return withLock(
@@ -130,7 +138,7 @@ export async function createNetwork(
     async () => {
       const id = randomBytes(3).toString('hex');
       const net = planNetwork(id, freeSubnetIndex(hostAddresses()), count, nodeName);
-      const record: NetworkRecord = { ownerPid: process.pid, network: net, dirs, clusterDir };
+      const record: NetworkRecord = { ownerPid: process.pid, network: net, dirs, mountDirs, clusterDir };
       writeFileSync(recordPath(id), JSON.stringify(record, null, 2));
       sh('ip', ['link', 'add', net.bridge, 'type', 'bridge']);
       sh('ip', ['addr', 'add', `${net.hostIp}/24`, 'dev', net.bridge]);

@@ -25,6 +25,9 @@ export const NODE_PREREQUISITES: Array<{ command: string; pkg: string }> = [
   { command: 'iptables', pkg: 'iptables' },
   { command: 'ip', pkg: 'iproute2' },
   { command: 'nsenter', pkg: 'util-linux' },
+  { command: 'losetup', pkg: 'mount' },
+  { command: 'mkfs.xfs', pkg: 'xfsprogs' },
+  { command: 'xfs_growfs', pkg: 'xfsprogs' },
   { command: 'mmdebstrap', pkg: 'mmdebstrap' },
   { command: 'gcc', pkg: 'gcc (and libc6-dev)' },
 ];

@@ -23,6 +23,7 @@ import {
   cniConfig,
   containerdConfig,
   corefile,
+  kubeDnsObjects,
   kubeletConfig,
   kubeProxyConfig,
   type NodePaths,
@@ -30,9 +31,15 @@ import {
   REAL_NODE_LABEL,
 } from './configs.ts';
 import { importArchive, loadImage } from './load-image.ts';
-import { type ClusterNetwork, createNetwork, type NetworkRecord, REAL_POD_CIDR } from './network.ts';
+import {
+  CLUSTER_DNS_IP,
+  type ClusterNetwork,
+  createNetwork,
+  type NetworkRecord,
+  REAL_POD_CIDR,
+} from './network.ts';
 import { checkNodePrerequisites } from './prereqs.ts';
-import { netnsPath } from './sys.ts';
+import { inNetns, netnsPath } from './sys.ts';
 import { sweepStale, teardown } from './teardown.ts';
 
 export const realNodeName = (i: number) => `real-node-${i}`;
@@ -54,6 +61,8 @@ export interface PreparedNodes {
   record: NetworkRecord;
   network: ClusterNetwork;
   nodesDir: string;
+  /** The provisioner's volumes: unmounted and detached with the nodes (their files stay). */
+  volumesDir: string;
 }
 
 /** Checks the host, sweeps crashed runs, creates the network. The API server then serves on network.hostIp. */
@@ -61,10 +70,17 @@ export async function prepareRealNodes(count: number, clusterDir: string, log: (
   checkNodePrerequisites();
   sweepStale(log);
   const nodesDir = join(clusterDir, 'nodes');
+  const volumesDir = join(clusterDir, 'volumes');
   mkdirSync(nodesDir, { recursive: true });
-  const network = await createNetwork(count, [nodesDir], clusterDir, realNodeName);
-  const record: NetworkRecord = { ownerPid: process.pid, network, dirs: [nodesDir], clusterDir };
-  return { record, network, nodesDir } satisfies PreparedNodes;
+  const network = await createNetwork(count, [nodesDir], clusterDir, realNodeName, [volumesDir]);
+  const record: NetworkRecord = {
+    ownerPid: process.pid,
+    network,
+    dirs: [nodesDir],
+    mountDirs: [volumesDir],
+    clusterDir,
+  };
+  return { record, network, nodesDir, volumesDir } satisfies PreparedNodes;
 }
 
 /** The API server flags real nodes need: advertise the bridge address, reach kubelets by InternalIP. */
@@ -75,6 +91,21 @@ export function apiServerNodeArgs(network: ClusterNetwork, kubeletClient: { cert
     `--kubelet-client-key=${kubeletClient.key}`,
     '--kubelet-preferred-address-types=InternalIP,Hostname',
   ];
+}
+
+/** The kube-dns Service and its EndpointSlice (CoreDNS on the host), once kube-system exists. */
+async function createKubeDns(client: KubeClient, coreDnsIp: string): Promise<void> {
+  const { service, endpointSlice } = kubeDnsObjects(CLUSTER_DNS_IP, coreDnsIp);
+  const create = async (path: string, body: unknown) => {
+    const res = await client.raw('POST', path, body);
+    if (res.code !== 201 && res.code !== 409) throw new Error(`POST ${path}: HTTP ${res.code} ${res.text}`);
+    return true;
+  };
+  // The API server creates kube-system shortly after it starts serving.
+  await waitFor('the kube-dns Service', undefined, () =>
+    create('/api/v1/namespaces/kube-system/services', service),
+  );
+  await create('/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices', endpointSlice);
 }
 
 export interface StartRealNodesOptions {
@@ -178,6 +209,7 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
       join(dnsDir, 'coredns.log'),
     );
     processes.push(dns);
+    await createKubeDns(o.client, network.hostIp);
 
     const proxyCert = await issueCertificate(o.ca, { subject: 'CN=system:kube-proxy', usage: 'client' });
     for (const node of network.nodes) {
@@ -219,7 +251,7 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
         kubeletConfig({
           paths: p,
           netns: node.netns,
-          dnsIp: network.hostIp,
+          dnsIp: CLUSTER_DNS_IP,
           caFile: join(p.pki, 'ca.crt'),
           certFile,
           keyFile,
@@ -291,6 +323,16 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
           return !!n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
         },
         180_000,
+      );
+    }
+    // Pods resolve names through the kube-dns ClusterIP: a lookup before kube-proxy's first sync would
+    // leave a UDP conntrack entry without the DNAT, so start() returns once every node has the rules.
+    const proxies = processes.filter((p) => p.name === 'kube-proxy');
+    for (const [i, node] of network.nodes.entries()) {
+      await waitFor(`kube-proxy of ${node.name} serving the kube-dns Service`, proxies[i], async () =>
+        inNetns(node.netns, 'iptables-save', ['-t', 'nat'], { allowFail: true }).includes(
+          `${CLUSTER_DNS_IP}/32`,
+        ),
       );
     }
     o.log(`${network.nodes.length} real node(s) Ready (${Date.now() - started} ms)`);

@@ -1,5 +1,5 @@
 /** Small synchronous wrappers over the host tools a node needs (ip, nsenter, umount, /proc). */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 export class HostCommandError extends Error {
@@ -15,6 +15,16 @@ export function sh(cmd: string, args: string[], opts: { allowFail?: boolean; inp
   if ((r.status !== 0 || r.error) && !opts.allowFail)
     throw new HostCommandError(cmd, args, `${r.stderr ?? ''}${r.error?.message ?? ''}`);
   return r.stdout ?? '';
+}
+
+/** Runs a command without blocking the event loop; rejects with its output when it fails. Returns stdout. */
+export function run(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) reject(new HostCommandError(cmd, args, `${stderr}${err.message}`));
+      else resolve(stdout);
+    });
+  });
 }
 
 export const netnsPath = (name: string) => `/run/netns/${name}`;

@@ -1,12 +1,13 @@
 /**
  * Removes everything a cluster's real nodes created, synchronously (it also runs from exit hooks and
  * for a crashed run's record): processes (kubelet, kube-proxy, containerd, shims, containers), mounts,
- * network namespaces, veths and the bridge (iptables rules live in the namespaces), cgroups,
+ * loop devices of volumes, network namespaces, veths and the bridge (iptables rules live in the namespaces), cgroups,
  * the kubelet's /var/log/containers links, and the node directories.
  */
 import { existsSync, readdirSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { isAlive } from '../cluster/state.ts';
+import { detachLoopsUnder } from '../storage/loop-volume.ts';
 import { cgroupRoot } from './configs.ts';
 import { deleteNetwork, type NetworkRecord, readRecords, removeRecord } from './network.ts';
 import { killMatching, safeReadlink, unmountAll } from './sys.ts';
@@ -36,7 +37,11 @@ export function teardown(record: NetworkRecord, opts: { orphans?: boolean } = {}
       cgroupMarks.some((m) => p.cgroup.includes(m)) ||
       (!!orphanDir && p.cmdline.includes(orphanDir)),
   );
-  for (const d of dirs) unmountAll(d);
+  // Node directories first: the pods' bind mounts of a volume go before the volume itself.
+  const mounted = [...dirs, ...(record.mountDirs ?? [])];
+  for (const d of mounted) unmountAll(d);
+  // The provisioner's volumes: their loop devices autoclear once unmounted; detach what is left.
+  for (const d of mounted) detachLoopsUnder(d);
   deleteNetwork(network);
   if (existsSync(CGROUP_FS)) {
     for (const controller of readdirSync(CGROUP_FS)) {

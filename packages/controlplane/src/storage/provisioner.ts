@@ -1,17 +1,25 @@
 /**
  * opkit's local volume provisioner, the counterpart of kind's local-path provisioner:
- * - binds each new PVC of its StorageClass to a PersistentVolume it creates (a hostPath directory);
- * - grows the PV and the claim's status.capacity when the claim's request grows (online expansion);
- * - deletes Released PVs whose reclaim policy is Delete (and their directory); keeps Retain ones.
+ * - binds each new PVC of its StorageClasses to a PersistentVolume it creates: a hostPath directory
+ *   (`standard`), or, in a cluster with real nodes, for the `local-xfs` class (parameter type: loop-xfs) a
+ *   loop-mounted XFS file exposed as a `local` PV for the real nodes (loop-volume.ts: the pod sees its
+ *   size, fsGroup applies);
+ * - grows the PV and the claim's status.capacity when the claim's request grows (online expansion; an XFS
+ *   volume's filesystem first);
+ * - deletes Released PVs whose reclaim policy is Delete (and their directory or file); keeps Retain ones.
  * kube-controller-manager's PV controller does the binding itself once the PV names the claim.
  */
 import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../kube-client.ts';
+import { createLoopVolume, growLoopVolume, loopVolume, removeLoopVolume } from './loop-volume.ts';
 import { parseQuantity } from './quantity.ts';
 
 export const PROVISIONER_NAME = 'opkit.dev/local-volume';
 export const DEFAULT_STORAGE_CLASS = 'standard';
+/** With real nodes: volumes that are real filesystems of their size (loop-mounted XFS). */
+export const XFS_STORAGE_CLASS = 'local-xfs';
+const LOOP_XFS = 'loop-xfs';
 const PROVISIONED_BY = 'pv.kubernetes.io/provisioned-by';
 
 interface Meta {
@@ -38,6 +46,7 @@ interface Pv {
   spec: {
     persistentVolumeReclaimPolicy?: string;
     hostPath?: { path: string };
+    local?: { path: string };
     capacity?: { storage?: string };
   };
   status?: { phase?: string };
@@ -46,6 +55,7 @@ interface StorageClass {
   metadata: Meta;
   provisioner: string;
   reclaimPolicy?: string;
+  parameters?: Record<string, string>;
 }
 
 export function defaultStorageClass(): Record<string, unknown> {
@@ -63,9 +73,29 @@ export function defaultStorageClass(): Record<string, unknown> {
   };
 }
 
+/** The StorageClass of loop-mounted XFS volumes (a cluster with real nodes has it; not the default). */
+export function xfsStorageClass(): Record<string, unknown> {
+  return {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: { name: XFS_STORAGE_CLASS },
+    provisioner: PROVISIONER_NAME,
+    parameters: { type: LOOP_XFS },
+    reclaimPolicy: 'Delete',
+    volumeBindingMode: 'Immediate',
+    allowVolumeExpansion: true,
+  };
+}
+
 export interface ProvisionerOptions {
-  /** Where volume directories are created. */
+  /** Where volume directories (or files and mount points) are created. */
   volumeRoot: string;
+  /**
+   * Loop-mounted XFS volumes for claims of a class with parameter `type: loop-xfs`, as `local` PVs usable
+   * on the nodes with these labels (the real nodes: they share the host's mounts). Without it, such
+   * claims are refused (logged) and every volume is a hostPath directory.
+   */
+  loopXfs?: { nodeLabels: Record<string, string> };
   log?: (msg: string) => void;
 }
 
@@ -119,18 +149,39 @@ export class VolumeProvisioner {
     }
     const capacity = pvc.status?.capacity?.storage;
     if (pvc.status?.phase === 'Bound' && capacity && parseQuantity(requested) > parseQuantity(capacity)) {
-      await this.expand(pvc, requested);
+      await this.expand(pvc, sc, requested);
     }
   }
 
-  private async provision(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
-    const name = `pvc-${pvc.metadata.uid}`;
+  /** The volume itself and the PV's source (and node affinity) pointing at it. */
+  private async createVolume(sc: StorageClass, name: string, size: string): Promise<Record<string, unknown>> {
+    const loop = this.opts.loopXfs;
+    if (sc.parameters?.type === LOOP_XFS) {
+      if (!loop) throw new Error(`StorageClass ${sc.metadata.name}: loop-xfs volumes need real nodes`);
+      const v = loopVolume(this.opts.volumeRoot, name);
+      await createLoopVolume(v, parseQuantity(size));
+      const matchExpressions = Object.entries(loop.nodeLabels).map(([key, value]) => ({
+        key,
+        operator: 'In',
+        values: [value],
+      }));
+      return {
+        local: { path: v.mountPoint },
+        nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions }] } },
+      };
+    }
     const path = join(this.opts.volumeRoot, name);
     mkdirSync(path, { recursive: true });
     // World-writable, as local-path-provisioner makes its directories: the kubelet applies no fsGroup to a
     // hostPath volume, so a pod running as a non-root user (postgres 999) could not write a root-owned 0755
     // directory on a real node.
     chmodSync(path, 0o777);
+    return { hostPath: { path, type: 'DirectoryOrCreate' } };
+  }
+
+  private async provision(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
+    const name = `pvc-${pvc.metadata.uid}`;
+    const source = await this.createVolume(sc, name, size);
     const pv = {
       apiVersion: 'v1',
       kind: 'PersistentVolume',
@@ -141,7 +192,7 @@ export class VolumeProvisioner {
         volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
         persistentVolumeReclaimPolicy: sc.reclaimPolicy ?? 'Delete',
         storageClassName: sc.metadata.name,
-        hostPath: { path, type: 'DirectoryOrCreate' },
+        ...source,
         claimRef: {
           apiVersion: 'v1',
           kind: 'PersistentVolumeClaim',
@@ -157,8 +208,13 @@ export class VolumeProvisioner {
     else if (res.code !== 409) throw new Error(`creating ${name} failed: HTTP ${res.code} ${res.text}`);
   }
 
-  private async expand(pvc: Pvc, size: string): Promise<void> {
+  private async expand(pvc: Pvc, sc: StorageClass, size: string): Promise<void> {
     const pvPath = `/api/v1/persistentvolumes/${pvc.spec.volumeName}`;
+    if (sc.parameters?.type === LOOP_XFS) {
+      const pv = await this.client.json<Pv>('GET', pvPath);
+      if (pv.spec.local?.path.startsWith(this.opts.volumeRoot))
+        await growLoopVolume(loopVolume(this.opts.volumeRoot, pv.metadata.name), parseQuantity(size));
+    }
     await this.client.json(
       'PATCH',
       pvPath,
@@ -183,6 +239,8 @@ export class VolumeProvisioner {
       throw new Error(`deleting ${pv.metadata.name}: HTTP ${res.code}`);
     if (pv.spec.hostPath?.path.startsWith(this.opts.volumeRoot))
       rmSync(pv.spec.hostPath.path, { recursive: true, force: true });
+    if (pv.spec.local?.path.startsWith(this.opts.volumeRoot))
+      await removeLoopVolume(loopVolume(this.opts.volumeRoot, pv.metadata.name));
     this.opts.log?.(`deleted released volume ${pv.metadata.name}`);
   }
 

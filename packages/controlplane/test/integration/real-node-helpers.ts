@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import type { ControlPlane } from '../../src/index.ts';
+import { loopDevicesUnder } from '../../src/storage/loop-volume.ts';
 
 export function kubectl(cp: ControlPlane, args: string[], timeoutMs = 60_000): { code: number; out: string } {
   const r = spawnSync('kubectl', ['--kubeconfig', cp.kubeconfigPath, ...args], {
@@ -18,7 +19,7 @@ export function exec(cp: ControlPlane, ns: string, pod: string, cmd: string[]): 
   return r.out;
 }
 
-/** Everything of a real-node run still present on the host: processes, mounts, netns, links, records. */
+/** Everything of a real-node run still present on the host: processes, mounts, loop devices, netns, links, records. */
 export function leftovers(dir: string, networkId: string): string[] {
   const found: string[] = [];
   for (const e of readdirSync('/proc')) {
@@ -48,6 +49,7 @@ export function leftovers(dir: string, networkId: string): string[] {
   const rules = spawnSync('iptables-save', [], { encoding: 'utf8' }).stdout ?? '';
   if (/KUBE-/.test(rules)) found.push('iptables KUBE chains in the host namespace');
   if (existsSync(`/run/opkit/nodes/${networkId}.json`)) found.push('record file');
+  for (const loop of loopDevicesUnder(dir)) found.push(`loop device ${loop.device} of ${loop.backingFile}`);
   if (existsSync(dir) && existsSync(`${dir}/nodes`)) found.push(`directory ${dir}/nodes`);
   return found;
 }

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { MARIADB_IMAGE, POSTGRES_IMAGE, SHELL_IMAGE } from '../../src/images/recipes.ts';
-import { type ControlPlane, start } from '../../src/index.ts';
+import { type ControlPlane, start, XFS_STORAGE_CLASS } from '../../src/index.ts';
 import type { KubeClient } from '../../src/kube-client.ts';
 import { readRecords } from '../../src/node/network.ts';
 import { adminClient, eventually } from './helpers.ts';
@@ -92,6 +92,8 @@ describe('a mixed cluster with a real node', { timeout: 900_000, skip: needsRoot
       kubectl(cp, ['logs', '-n', NS, 'shell']).out.includes('hello from shell'),
     );
     assert.equal(exec(cp, NS, 'shell', ['bash', '-c', 'echo $((6 * 7)) $(id -u)']).trim(), '42 0');
+    // Names are resolved through the kube-dns Service (kube-proxy), as in any cluster.
+    assert.match(exec(cp, NS, 'shell', ['cat', '/etc/resolv.conf']), /^nameserver 10\.96\.0\.10$/m);
   });
 
   test('the kwok node is tainted opkit.dev/simulated, the real node is not', async () => {
@@ -337,6 +339,71 @@ describe('a mixed cluster with a real node', { timeout: 900_000, skip: needsRoot
     assert.equal(ids[0], '1000');
     assert.ok(ids[1]!.split(' ').includes('2000'), `supplementary groups: ${ids[1]}`);
     assert.equal(ids[2], '2000');
+  });
+
+  test('a local-xfs PVC is a real filesystem of its size: fsGroup applies, and expanding the claim grows it in the running pod', async () => {
+    const claims = `/api/v1/namespaces/${NS}/persistentvolumeclaims`;
+    await client.json('POST', claims, {
+      metadata: { name: 'grow' },
+      spec: {
+        storageClassName: XFS_STORAGE_CLASS,
+        accessModes: ['ReadWriteOnce'],
+        resources: { requests: { storage: '1Gi' } },
+      },
+    });
+    await client.json('POST', `/api/v1/namespaces/${NS}/pods`, {
+      metadata: { name: 'grower' },
+      spec: {
+        ...ON_REAL_NODE,
+        terminationGracePeriodSeconds: 1,
+        securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000 },
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'grow' } }],
+        containers: [
+          {
+            name: 'main',
+            image: SHELL_IMAGE,
+            imagePullPolicy: 'Never',
+            command: ['sleep', '3600'],
+            volumeMounts: [{ name: 'data', mountPath: '/data' }],
+          },
+        ],
+      },
+    });
+    await readyPod('grower');
+    // df's size in MiB: the filesystem's data blocks (XFS keeps its 64 MiB log out of them).
+    const sizeMiB = () =>
+      Number(exec(cp, NS, 'grower', ['df', '-B1M', '--output=size', '/data']).trim().split('\n')[1]);
+    const before = sizeMiB();
+    assert.ok(before > 900 && before <= 1024, `a 1Gi claim shows as ${before} MiB`);
+    // fsGroup: the volume's group is 2000 and the pod's non-root user writes to it.
+    const [gid, user] = exec(cp, NS, 'grower', ['bash', '-c', 'stat -c %g /data; echo kept > /data/f; id -u'])
+      .trim()
+      .split('\n');
+    assert.equal(gid, '2000');
+    assert.equal(user, '1000');
+    const claim = await client.json<{ spec: { volumeName: string } }>('GET', `${claims}/grow`);
+    const pv = await client.json<{ spec: { local?: { path: string } } }>(
+      'GET',
+      `/api/v1/persistentvolumes/${claim.spec.volumeName}`,
+    );
+    assert.ok(pv.spec.local?.path, 'a local PV (the kubelet applies fsGroup to it, not to hostPath)');
+
+    await client.json(
+      'PATCH',
+      `${claims}/grow`,
+      { spec: { resources: { requests: { storage: '2Gi' } } } },
+      'application/merge-patch+json',
+    );
+    const after = await eventually('the pod seeing the grown filesystem', async () => {
+      const size = sizeMiB();
+      return size > 1900 ? size : undefined;
+    });
+    assert.ok(after <= 2048, `${after} MiB`);
+    await eventually('the claim reporting 2Gi', async () => {
+      const c = await client.json<{ status: { capacity?: { storage?: string } } }>('GET', `${claims}/grow`);
+      return c.status.capacity?.storage === '2Gi';
+    });
+    assert.equal(exec(cp, NS, 'grower', ['cat', '/data/f']).trim(), 'kept');
   });
 
   test('deletion sends SIGTERM and waits terminationGracePeriodSeconds, then kills', async () => {

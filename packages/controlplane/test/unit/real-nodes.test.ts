@@ -3,8 +3,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { imageConfigJson, indexJson, MEDIA, manifestJson } from '../../src/images/oci.ts';
 import { PAUSE_IMAGE, RECIPES } from '../../src/images/recipes.ts';
-import { containerdConfig, corefile, kubeletConfig, nodePaths } from '../../src/node/configs.ts';
-import { freeSubnetIndex, planNetwork } from '../../src/node/network.ts';
+import {
+  containerdConfig,
+  corefile,
+  kubeDnsObjects,
+  kubeletConfig,
+  nodePaths,
+} from '../../src/node/configs.ts';
+import { CLUSTER_DNS_IP, freeSubnetIndex, planNetwork, SERVICE_ROUTE } from '../../src/node/network.ts';
+import { imageBytes, XFS_MIN_BYTES } from '../../src/storage/loop-volume.ts';
 
 test('the network plan: one subnet index per cluster, a pod subnet and an address per node', () => {
   const net = planNetwork('abc123', 7, 2, (i) => `real-node-${i}`);
@@ -80,4 +87,41 @@ test('node configuration: the facts this machine kind needs are set', () => {
   const dns = corefile('10.250.1.1', '/kc', 'opkit', 9153);
   assert.match(dns, /bind 10\.250\.1\.1/);
   assert.doesNotMatch(dns, /forward/, 'the cluster DNS never forwards names upstream');
+});
+
+test('kube-dns: a selectorless Service at the .10 of the Service range, UDP and TCP, its slice naming CoreDNS', () => {
+  assert.equal(CLUSTER_DNS_IP, `${SERVICE_ROUTE.split('.').slice(0, 3).join('.')}.10`);
+  const { service, endpointSlice } = kubeDnsObjects(CLUSTER_DNS_IP, '10.250.3.1');
+  assert.equal(service.metadata.namespace, 'kube-system');
+  assert.equal(service.spec.clusterIP, '10.96.0.10');
+  assert.ok(!('selector' in service.spec), 'selectorless: the EndpointSlice controller must not own it');
+  assert.deepEqual(
+    service.spec.ports.map((p) => `${p.protocol}/${p.port}->${p.targetPort}`),
+    ['UDP/53->53', 'TCP/53->53'],
+  );
+  assert.equal(endpointSlice.metadata.labels['kubernetes.io/service-name'], 'kube-dns');
+  assert.notEqual(
+    endpointSlice.metadata.labels['endpointslice.kubernetes.io/managed-by'],
+    'endpointslice-controller.k8s.io',
+  );
+  assert.deepEqual(endpointSlice.endpoints[0]?.addresses, ['10.250.3.1']);
+  // The API server's rule for label values (a '/' in one made it answer 422).
+  for (const value of [
+    ...Object.values(service.metadata.labels),
+    ...Object.values(endpointSlice.metadata.labels),
+  ])
+    assert.match(value, /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/, value);
+  // The slice's port names must match the Service's, or kube-proxy programs no rule for that port.
+  assert.deepEqual(
+    endpointSlice.ports.map((p) => p.name),
+    service.spec.ports.map((p) => p.name),
+  );
+});
+
+test('loop volumes: whole MiB files, never below what mkfs.xfs accepts', () => {
+  assert.equal(XFS_MIN_BYTES, 300 * 2 ** 20);
+  assert.equal(imageBytes(10 * 2 ** 20), XFS_MIN_BYTES);
+  assert.equal(imageBytes(2 ** 30), 2 ** 30);
+  assert.equal(imageBytes(2 ** 30 + 1), 2 ** 30 + 2 ** 20);
+  assert.equal(imageBytes(1e9), 954 * 2 ** 20);
 });

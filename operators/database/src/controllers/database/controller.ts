@@ -28,6 +28,7 @@ import {
   type EventObject,
   Events,
   generationChanged,
+  Nodes,
   type KubeObject,
   type Manager,
   or,
@@ -50,6 +51,8 @@ import {
   LABEL_MANAGED_BY,
   MANAGED_BY,
 } from '../../api/v1/database.ts';
+import type { PodExecutor } from './failover/exec.ts';
+import { FailoverMetrics } from './failover/metrics.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
 
 export const CONTROLLER_NAME = 'database';
@@ -91,6 +94,10 @@ export const rbac: RbacRule[] = [
   { resource: PodDisruptionBudgets, verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] },
   // Role labels (primary / replica) on the database pods; readiness for the status.
   { resource: Pods, verbs: ['get', 'list', 'watch', 'patch'] },
+  // Failover (postgres): fence, query, promote and restart the instances through their server container.
+  { resource: Pods, subresource: 'exec', verbs: ['create'] },
+  // Failover: whether the primary's node is NotReady or cordoned (a switchover before the drain).
+  { resource: Nodes, verbs: ['get'] },
   // Volume expansion (patch the request) and the Delete policy (delete the claims).
   { resource: PersistentVolumeClaims, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
   // Events about Databases (events.k8s.io/v1, with series updates).
@@ -100,6 +107,8 @@ export const rbac: RbacRule[] = [
 export interface DatabaseControllerOptions {
   /** Databases reconciled in parallel (default 2). */
   maxConcurrentReconciles?: number;
+  /** pods/exec, for the failover of postgres Databases; without it the operator never fails over. */
+  exec?: PodExecutor;
 }
 
 /** A managed object to the Database named by its instance label (pods and PVCs are not owned by it). */
@@ -160,6 +169,7 @@ export function setupDatabaseController(
     client: mgr.client,
     reader: cacheReader(mgr.cache),
     recorder: mgr.getEventRecorder(EVENT_SOURCE),
+    ...(opts.exec ? { exec: opts.exec, failoverMetrics: new FailoverMetrics(mgr.metrics.registry) } : {}),
   });
   return controllerFor(mgr, Databases.resource)
     .named(CONTROLLER_NAME)

@@ -92,6 +92,7 @@ import {
   endpoints,
   headlessService,
   podDisruptionBudget,
+  primaryDisruptionBudget,
   readOnlyService,
   readWriteService,
   statefulSet,
@@ -99,6 +100,9 @@ import {
 import { selectorString } from './desired/labels.ts';
 import { DERIVED_SECRET_KEYS } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
+import type { PodExecutor } from './failover/exec.ts';
+import type { FailoverMetrics } from './failover/metrics.ts';
+import { liveConfigData, runFailover } from './failover/procedure.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
@@ -131,6 +135,11 @@ export interface ReconcilerDeps {
   recorder: Recorder;
   /** Time for condition transitions (tests). */
   now?: Now;
+  /** pods/exec: how the operator fails over (postgres). Without it, no automatic failover. */
+  exec?: PodExecutor;
+  failoverMetrics?: FailoverMetrics;
+  /** The clock of failover decisions, ms (tests). */
+  clock?: () => number;
 }
 
 /** A Reader over the informer cache (objects are frozen: never mutate them, copy first). */
@@ -292,6 +301,8 @@ class Run {
   storage: StorageReport = emptyStorageReport();
   /** The engine's cluster record and its instances' reports (postgres). */
   cluster: ClusterObservation | undefined;
+  /** The failover procedure asks to look again in this many ms. */
+  failoverRequeueMs: number | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
@@ -555,6 +566,28 @@ class Run {
       labelSelector: selectorString(this.spec),
     });
     this.cluster = engine.observe(this.spec, this.db.status, this.pods);
+    const exec = this.deps.exec;
+    if (!engine.failover || !exec || this.spec.spec.replicas < 2) return;
+    const outcome = await this.step('Pod', this.db.metadata.name ?? '', async () =>
+      runFailover({
+        client: this.client,
+        exec,
+        db: this.db,
+        spec: this.spec,
+        pods: this.pods,
+        configData: await liveConfigData(this.deps.reader, this.db),
+        now: this.deps.clock ?? Date.now,
+        signal: this.signal,
+        log: this.log,
+        normal: (reason, action, note) => this.normal(reason, action, note),
+        warning: (reason, action, note) => this.warning(reason, action, note),
+        metrics: this.deps.failoverMetrics,
+      }),
+    );
+    this.db = outcome.db;
+    this.failoverRequeueMs = outcome.requeueMs;
+    this.cluster = engine.observe(this.spec, this.db.status, this.pods);
+    if (outcome.fenced) this.cluster.record.fenced = true;
   }
 
   async config(): Promise<string> {
@@ -593,8 +626,11 @@ class Run {
     }
     // volumeClaimTemplates are immutable: compare and update everything else.
     const grown = grownTemplates(live, desired);
-    if (desired.spec && live.spec)
+    if (desired.spec && live.spec) {
       desired.spec.volumeClaimTemplates = structuredClone(live.spec.volumeClaimTemplates);
+      // Immutable too: a StatefulSet created OrderedReady by an earlier operator version keeps it.
+      if (live.spec.podManagementPolicy) desired.spec.podManagementPolicy = live.spec.podManagementPolicy;
+    }
     const fromReplicas = live.spec?.replicas ?? 1;
     const toReplicas = desired.spec?.replicas ?? 1;
     const fromImage = mainImage(live);
@@ -682,6 +718,9 @@ class Run {
     const desired = podDisruptionBudget(this.spec);
     if (desired) await this.ensure(PodDisruptionBudgets, desired);
     else await this.remove(PodDisruptionBudgets, this.db.metadata.name ?? '');
+    const primary = primaryDisruptionBudget(this.spec);
+    if (primary) await this.ensure(PodDisruptionBudgets, primary);
+    else await this.remove(PodDisruptionBudgets, `${this.db.metadata.name ?? ''}-primary`);
   }
 
   /**
@@ -711,7 +750,14 @@ class Run {
       labelSelector: selectorString(this.spec),
     });
     const changes = await this.step('Pod', stsName, () =>
-      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal, this.cluster?.record.primary),
+      syncRoleLabels(
+        this.client,
+        this.ns,
+        stsName,
+        this.pods,
+        this.signal,
+        this.cluster?.record.fenced ? null : this.cluster?.record.primary,
+      ),
     );
     if (changes.length > 0) {
       const byPod = new Map(changes.map((c) => [c.pod, c.to]));
@@ -720,7 +766,10 @@ class Run {
         const role = byPod.get(p.metadata.name ?? '');
         if (!role) return p;
         const copy = structuredClone(p) as Pod;
-        copy.metadata.labels = { ...(copy.metadata.labels ?? {}), [ROLE_LABEL]: role };
+        const labels = { ...(copy.metadata.labels ?? {}) };
+        if (role === 'none') delete labels[ROLE_LABEL];
+        else labels[ROLE_LABEL] = role;
+        copy.metadata.labels = labels;
         return copy;
       });
       this.normal(
@@ -860,7 +909,8 @@ export async function reconcileDatabase(
 
   // A step failed before the spec was applied (the cluster's own failures come after applying it).
   const stepFailed = failure ?? retry;
-  if (!failure && retry === undefined && run.cluster?.failure) {
+  const failingOver = run.db.status?.failover !== undefined || run.failoverRequeueMs !== undefined;
+  if (!failure && retry === undefined && run.cluster?.failure && !failingOver) {
     failure = run.cluster.failure;
     run.warning(failure.reason, 'Reconcile', failure.message);
   }
@@ -889,6 +939,7 @@ export async function reconcileDatabase(
   // The StatefulSet is being deleted (orphan) to be recreated: its deletion event wakes us, but check
   // again in a while in case the garbage collector is slow.
   if (run.recreating) return requeueAfter(5_000);
+  if (run.failoverRequeueMs !== undefined) return requeueAfter(Math.max(200, run.failoverRequeueMs));
   return;
 }
 

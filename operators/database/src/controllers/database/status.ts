@@ -198,10 +198,14 @@ export function computeStatus(
   set('phase', decision.phase);
   set('replicas', st?.replicas ?? 0);
   set('readyReplicas', st?.readyReplicas ?? 0);
-  set('currentPrimary', primary && isPodReady(primary) ? primary.metadata.name : undefined);
+  const fenced = o.cluster?.record.fenced === true;
+  set('currentPrimary', primary && !fenced && isPodReady(primary) ? primary.metadata.name : undefined);
   if (o.cluster) {
     set('targetPrimary', o.cluster.record.primary);
     set('systemIdentifier', o.cluster.record.systemIdentifier);
+    const sync = db.spec.synchronousReplicas ?? 0;
+    set('replicationMode', sync > 0 ? `Synchronous (ANY ${sync})` : 'Asynchronous');
+    if (status.timeline === undefined && o.cluster.timeline !== undefined) set('timeline', o.cluster.timeline);
   }
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);
   if (o.secretName !== undefined) set('secretName', o.secretName);

@@ -1,6 +1,8 @@
 /**
  * The StatefulSet `<name>`: one pod per instance, `<name>-0` first (OrderedReady: a replica only starts
- * once the pods before it, the primary first, are Ready), rolling updates from the highest ordinal down
+ * once the pods before it, the primary first, are Ready; Parallel for the engines that fail over, whose
+ * replicas wait for the primary by themselves, so that a lost pod 0 never blocks replacing the others.
+ * podManagementPolicy is immutable: the reconcile keeps the live StatefulSet's), rolling updates from the highest ordinal down
  * (replicas before the primary). Each pod gets a PVC `data-<name>-N` of spec.storage; the PVCs are kept
  * on scale-down and deletion (persistentVolumeClaimRetentionPolicy Retain/Retain): removing data is only
  * ever an explicit decision (deletionPolicy Delete, carried out by the reconciler).
@@ -112,7 +114,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
     spec: {
       replicas: d.spec.replicas,
       serviceName: names.headless,
-      podManagementPolicy: 'OrderedReady',
+      podManagementPolicy: engine.failover ? 'Parallel' : 'OrderedReady',
       updateStrategy: { type: 'RollingUpdate', rollingUpdate: { partition: 0 } },
       persistentVolumeClaimRetentionPolicy: { whenScaled: 'Retain', whenDeleted: 'Retain' },
       selector: { matchLabels: selectorLabels(d) },

@@ -42,11 +42,14 @@ import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
 import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
+import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
 import { instanceScript } from './postgres/instance.ts';
 import { roleVerifier } from './postgres/scram.ts';
 import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
 
 export * from './postgres/credentials.ts';
+export * from './postgres/designation.ts';
+export * from './postgres/failover.ts';
 export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
@@ -182,6 +185,9 @@ export function userSettings(db: DefaultedDatabase, reserved: readonly string[])
  */
 export function postgresConf(db: DefaultedDatabase, paths: PostgresPaths = POD_PATHS): string {
   const managed = managedSettings(paths);
+  const sync = synchronousStandbyNames(db.metadata.name ?? '', db.spec.synchronousReplicas ?? 0);
+  // Only when asked for: an asynchronous Database renders (and hashes) as before.
+  if (sync) managed.push(['synchronous_standby_names', sync]);
   const line = ([k, v]: [string, string]) => `${k} = ${pgQuote(v)}`;
   const reserved = [...RESERVED_PARAMETERS.postgres, ...managed.map(([k]) => k)];
   return [
@@ -433,7 +439,8 @@ export function postgresVerifiers(
 /** The cluster record the pods read: the designated primary and the system identifier once known. */
 export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterRecord): Record<string, string> {
   return {
-    [CLUSTER_KEYS.primary]: cluster?.primary ?? initialPrimaryPod(db),
+    [CLUSTER_KEYS.primary]: cluster?.fenced ? FENCED_PRIMARY : (cluster?.primary ?? initialPrimaryPod(db)),
+    [CLUSTER_KEYS.epoch]: String(cluster?.epoch ?? 0),
     [CLUSTER_KEYS.systemIdentifier]: cluster?.systemIdentifier ?? '',
     [CLUSTER_KEYS.instances]: Array.from({ length: db.spec.replicas }, (_, i) => `${podName(db, i)}\n`).join(
       '',
@@ -461,6 +468,7 @@ export const postgres: Engine = {
   }),
   pod: postgresPod,
   observe: observePostgres,
+  failover: true,
   imageProblem: (db) => postgresImageProblem(db.spec.image, db.spec.version),
   derivedSecretData: postgresVerifiers,
 };

@@ -33,13 +33,19 @@ export function observePostgres(
   ) {
     systemIdentifier = own.systemIdentifier;
   }
-  const record = { primary, ...(systemIdentifier ? { systemIdentifier } : {}) };
+  const record = {
+    primary,
+    ...(systemIdentifier ? { systemIdentifier } : {}),
+    ...(prev?.primaryEpoch ? { epoch: prev.primaryEpoch } : {}),
+  };
   const problems: InstanceProblem[] = reports.flatMap(({ pod, report }) =>
     report?.result && REFUSALS.has(report.result)
       ? [{ pod, reason: report.result, message: report.message ?? report.result }]
       : [],
   );
-  if (own?.result !== INSTANCE_RESULTS.emptyPrimary || !systemIdentifier) return { record, problems };
+  const timeline = own?.timeline !== undefined ? { timeline: own.timeline } : {};
+  if (own?.result !== INSTANCE_RESULTS.emptyPrimary || !systemIdentifier)
+    return { record, problems, ...timeline };
   const holders = reports
     .filter(
       (r) =>
@@ -67,5 +73,5 @@ export function observePostgres(
             `operator does not initialize a new, empty primary over it: ${primary} stays down until a ` +
             'replica holding the data is the primary or its volume is restored.',
         };
-  return { record, problems, failure };
+  return { record, problems, failure, ...timeline };
 }

@@ -5,8 +5,9 @@
  *
  * Each concept lives in its own folder and is re-exported here: api (objects, resources), client,
  * cache (watcher, reflector, informer, store), queue, controller (builder, predicates, handlers),
- * manager (leader election, probes, metrics, shutdown), helpers (owner refs, finalizers, conditions,
- * status, create-or-update, events) and schema (one source of truth for custom resources).
+ * exec (commands in pods' containers), manager (leader election, probes, metrics, shutdown), helpers
+ * (owner refs, finalizers, conditions, status, create-or-update, events) and schema (one source of
+ * truth for custom resources).
  * The fake client for unit tests is in '@opkit/runtime/testing'.
  */
 export * from './api/builtin.ts';
@@ -16,6 +17,7 @@ export * from './api/resource.ts';
 export * from './cache/index.ts';
 export * from './client/index.ts';
 export * from './controller/index.ts';
+export * from './exec/index.ts';
 // Both helpers and schema name a StatusOf; the helpers' one (status of any object) is the public one.
 export type { StatusOf } from './helpers/index.ts';
 export * from './helpers/index.ts';

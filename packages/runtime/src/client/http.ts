@@ -82,7 +82,8 @@ export class RequestTimeoutError extends ConnectionError {
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
-const USER_AGENT = `opkit/0.1.0 (node ${process.version})`;
+/** The User-Agent of every request unless told otherwise. */
+export const USER_AGENT = `opkit/0.1.0 (node ${process.version})`;
 
 interface RawResponse {
   status: number;
@@ -398,7 +399,7 @@ export class HttpTransport {
 }
 
 /** True if both carry the same credentials (Authorization header, basic auth, client certificate). */
-function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
+export function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
   const header = (auth: RequestAuth): string | undefined => {
     for (const [k, v] of Object.entries(auth.headers)) if (k.toLowerCase() === 'authorization') return v;
     return undefined;

@@ -66,7 +66,8 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.equal(s.metadata.labels?.['app.kubernetes.io/managed-by'], 'opkit-database-operator');
       assert.equal(s.spec?.replicas, 3);
       assert.equal(s.spec?.serviceName, 'orders-headless');
-      assert.equal(s.spec?.podManagementPolicy, 'OrderedReady');
+      // postgres fails over: a lost pod 0 must not block replacing the others (OrderedReady would).
+      assert.equal(s.spec?.podManagementPolicy, engine === 'postgres' ? 'Parallel' : 'OrderedReady');
       assert.equal(s.spec?.updateStrategy?.type, 'RollingUpdate');
       assert.deepEqual(s.spec?.selector, {
         matchLabels: {

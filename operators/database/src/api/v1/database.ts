@@ -510,8 +510,7 @@ const status = s.object(
       .optional(),
     replicationMode: s
       .string({
-        description:
-          'postgres: Asynchronous, or Synchronous (ANY N): how many replicas confirm each commit.',
+        description: 'postgres: Asynchronous, or Synchronous (ANY N): how many replicas confirm each commit.',
       })
       .optional(),
     failover: s
@@ -526,7 +525,9 @@ const status = s.object(
               'Promoting: the most advanced replica is being promoted; Rejoining: the other instances ' +
               'restart to follow it.',
           }),
-          switchover: s.boolean({ description: 'A planned switchover (asked for), not a failover.' }).optional(),
+          switchover: s
+            .boolean({ description: 'A planned switchover (asked for), not a failover.' })
+            .optional(),
           startedAt: s.string({ description: 'When it started (RFC 3339).' }),
           message: s.string({ description: 'What it waits for, when it waits.' }).optional(),
           restarted: s

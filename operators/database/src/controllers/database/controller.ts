@@ -28,14 +28,15 @@ import {
   type EventObject,
   Events,
   generationChanged,
-  Nodes,
   type KubeObject,
   type Manager,
+  Nodes,
   or,
   type PersistentVolumeClaim,
   PersistentVolumeClaims,
   type Pod,
   PodDisruptionBudgets,
+  type PodExecutor,
   Pods,
   type Predicate,
   type Request,
@@ -51,7 +52,6 @@ import {
   LABEL_MANAGED_BY,
   MANAGED_BY,
 } from '../../api/v1/database.ts';
-import type { PodExecutor } from './failover/exec.ts';
 import { FailoverMetrics } from './failover/metrics.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
 
@@ -95,7 +95,8 @@ export const rbac: RbacRule[] = [
   // Role labels (primary / replica) on the database pods; readiness for the status.
   { resource: Pods, verbs: ['get', 'list', 'watch', 'patch'] },
   // Failover (postgres): fence, query, promote and restart the instances through their server container.
-  { resource: Pods, subresource: 'exec', verbs: ['create'] },
+  // (get too: API servers before Kubernetes 1.35 authorize the exec upgrade as a get.)
+  { resource: Pods, subresource: 'exec', verbs: ['get', 'create'] },
   // Failover: whether the primary's node is NotReady or cordoned (a switchover before the drain).
   { resource: Nodes, verbs: ['get'] },
   // Volume expansion (patch the request) and the Delete policy (delete the claims).

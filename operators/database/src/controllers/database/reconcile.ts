@@ -58,6 +58,7 @@ import {
   PersistentVolumeClaims,
   type Pod,
   PodDisruptionBudgets,
+  type PodExecutor,
   Pods,
   patchStatus,
   type ReconcileContext,
@@ -100,10 +101,9 @@ import {
 import { selectorString } from './desired/labels.ts';
 import { DERIVED_SECRET_KEYS } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
-import type { PodExecutor } from './failover/exec.ts';
+import type { ClusterObservation } from './engines/types.ts';
 import type { FailoverMetrics } from './failover/metrics.ts';
 import { liveConfigData, runFailover } from './failover/procedure.ts';
-import type { ClusterObservation } from './engines/types.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';

@@ -205,7 +205,8 @@ export function computeStatus(
     set('systemIdentifier', o.cluster.record.systemIdentifier);
     const sync = db.spec.synchronousReplicas ?? 0;
     set('replicationMode', sync > 0 ? `Synchronous (ANY ${sync})` : 'Asynchronous');
-    if (status.timeline === undefined && o.cluster.timeline !== undefined) set('timeline', o.cluster.timeline);
+    if (status.timeline === undefined && o.cluster.timeline !== undefined)
+      set('timeline', o.cluster.timeline);
   }
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);
   if (o.secretName !== undefined) set('secretName', o.secretName);

@@ -39,10 +39,10 @@ import {
   valueEnv,
 } from './common.ts';
 import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
+import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
 import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
-import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
 import { instanceScript } from './postgres/instance.ts';
 import { roleVerifier } from './postgres/scram.ts';
 import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';

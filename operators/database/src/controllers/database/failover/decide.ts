@@ -48,7 +48,10 @@ function serverStatus(pod: Pod): ContainerStatus | undefined {
 /** The pod's Ready condition: whether True, and since when. */
 function podReady(pod: Pod): { ready: boolean; since: number | undefined } {
   const c = pod.status?.conditions?.find((x) => x.type === 'Ready');
-  return { ready: c?.status === 'True' && !pod.metadata.deletionTimestamp, since: timeOf(c?.lastTransitionTime) };
+  return {
+    ready: c?.status === 'True' && !pod.metadata.deletionTimestamp,
+    since: timeOf(c?.lastTransitionTime),
+  };
 }
 
 /** The node's Ready condition; a node that is not known (not readable) counts as Ready. */
@@ -65,7 +68,10 @@ export function serverRunning(pod: Pod): boolean {
 
 /** The server container (or the bootstrap init container) is crash-looping. */
 export function crashLooping(pod: Pod): boolean {
-  const statuses = [serverStatus(pod), pod.status?.initContainerStatuses?.find((c) => c.name === 'bootstrap')];
+  const statuses = [
+    serverStatus(pod),
+    pod.status?.initContainerStatuses?.find((c) => c.name === 'bootstrap'),
+  ];
   return statuses.some((s) => s?.state?.waiting?.reason === 'CrashLoopBackOff');
 }
 
@@ -79,7 +85,8 @@ export function primaryHealth(pod: Pod | undefined, node: Node | undefined): Pri
     return { lost: true, reason: FAILOVER_REASONS.podMissing, since: undefined, immediate: true };
   }
   const n = nodeReady(node);
-  if (!n.ready) return { lost: true, reason: FAILOVER_REASONS.nodeNotReady, since: n.since, immediate: false };
+  if (!n.ready)
+    return { lost: true, reason: FAILOVER_REASONS.nodeNotReady, since: n.since, immediate: false };
   const r = podReady(pod);
   if (r.ready) return { lost: false };
   const reason = crashLooping(pod) ? FAILOVER_REASONS.crashLooping : FAILOVER_REASONS.notReady;
@@ -117,7 +124,14 @@ export type FailoverDecision =
   | { kind: 'blocked'; reason: FailoverReason; message: string }
   /** An invalid switchover request: refuse it (and remove the annotation). */
   | { kind: 'refuse'; message: string }
-  | { kind: 'start'; reason: FailoverReason; from: string; to?: string; switchover: boolean; message: string };
+  | {
+      kind: 'start';
+      reason: FailoverReason;
+      from: string;
+      to?: string;
+      switchover: boolean;
+      message: string;
+    };
 
 const byName = (pods: readonly Pod[], name: string) => pods.find((p) => p.metadata.name === name);
 
@@ -267,9 +281,7 @@ export interface ChoiceOptions {
   target?: string | undefined;
 }
 
-export type Choice =
-  | { ok: true; pod: string; lsn: bigint; note?: string }
-  | { ok: false; message: string };
+export type Choice = { ok: true; pod: string; lsn: bigint; note?: string } | { ok: false; message: string };
 
 /**
  * The replica to promote among those that answered: one already promoted (a resumed procedure) first,

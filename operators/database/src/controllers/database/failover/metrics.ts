@@ -38,7 +38,7 @@ export class FailoverMetrics {
     });
     this.lag = new Gauge({
       name: 'database_replication_lag_bytes',
-      help: "Bytes of WAL a replica is behind the primary (or the most advanced instance) when last queried.",
+      help: 'Bytes of WAL a replica is behind the primary (or the most advanced instance) when last queried.',
       labelNames: ['namespace', 'database', 'pod'],
       registers,
     });

@@ -34,6 +34,7 @@ import {
   Nodes,
   NotFoundError,
   type Pod,
+  type PodExecutor,
   patchStatus,
   withTypeMeta,
 } from '@opkit/runtime';
@@ -72,7 +73,6 @@ import {
   serverRunning,
   timeOf,
 } from './decide.ts';
-import type { PodExecutor } from './exec.ts';
 import type { FailoverMetrics } from './metrics.ts';
 
 export type FailoverRecord = NonNullable<DatabaseStatus['failover']>;
@@ -299,7 +299,10 @@ class Procedure {
     try {
       const r = await this.exec(from, fenceCommand(this.epoch));
       if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
-      return { fenced: false, why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}` };
+      return {
+        fenced: false,
+        why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
+      };
     } catch (err) {
       const nodes = await this.nodes([pod.spec?.nodeName]);
       const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
@@ -309,12 +312,17 @@ class Procedure {
           why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
         };
       }
-      return { fenced: false, why: `cannot reach ${from}: ${err instanceof Error ? err.message : String(err)}` };
+      return {
+        fenced: false,
+        why: `cannot reach ${from}: ${err instanceof Error ? err.message : String(err)}`,
+      };
     }
   }
 
   /** Each candidate's state, through exec; those that do not answer are left out. */
-  async candidateStates(exclude: string): Promise<{ states: CandidateState[]; all: Map<string, InstanceState> }> {
+  async candidateStates(
+    exclude: string,
+  ): Promise<{ states: CandidateState[]; all: Map<string, InstanceState> }> {
     const input: FailoverInput = {
       statefulSet: this.name,
       primary: exclude,
@@ -366,9 +374,13 @@ class Procedure {
       systemIdentifier: this.status.systemIdentifier,
       target: f.to,
     });
-    const best = states.reduce((m, s) => (position(s) > m ? position(s) : m), 0n);
+    let best = 0n;
+    for (const s of states) if (position(s) > best) best = position(s);
     for (const s of states) {
-      this.ctx.metrics?.lag.set({ namespace: this.ns, database: this.name, pod: s.pod }, Number(best - position(s)));
+      this.ctx.metrics?.lag.set(
+        { namespace: this.ns, database: this.name, pod: s.pod },
+        Number(best - position(s)),
+      );
     }
     if (!choice.ok) {
       await this.note(f, `${fence.why}; ${choice.message}`);
@@ -391,7 +403,11 @@ class Procedure {
     if (!pod || pod.metadata.deletionTimestamp) {
       // The chosen one went away before it was promoted (or right after): choose again, still fenced.
       await this.write((s) => {
-        s.failover = { ...f, phase: 'Fencing', message: `${to} went away while being promoted: choosing again` };
+        s.failover = {
+          ...f,
+          phase: 'Fencing',
+          message: `${to} went away while being promoted: choosing again`,
+        };
         delete s.failover.to;
       });
       return this.done(true, STEP_MS);
@@ -401,7 +417,10 @@ class Procedure {
     try {
       r = await this.exec(to, promoteCommand(to, epoch));
     } catch (err) {
-      await this.note(f, `cannot reach ${to} to promote it: ${err instanceof Error ? err.message : String(err)}`);
+      await this.note(
+        f,
+        `cannot reach ${to} to promote it: ${err instanceof Error ? err.message : String(err)}`,
+      );
       return this.done(true, RETRY_MS);
     }
     if (r.exitCode !== 0) {
@@ -420,7 +439,9 @@ class Procedure {
       this.ctx.pods
         .filter((p) => p.metadata.name !== to && serverRunning(p))
         .map((p) =>
-          this.exec(p.metadata.name ?? '', designateCommand(to, epoch), QUERY_TIMEOUT_MS).catch(() => undefined),
+          this.exec(p.metadata.name ?? '', designateCommand(to, epoch), QUERY_TIMEOUT_MS).catch(
+            () => undefined,
+          ),
         ),
     );
     await this.write((s) => {

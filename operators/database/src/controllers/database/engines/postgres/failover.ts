@@ -22,7 +22,7 @@ function sh(script: string, ...args: string[]): string[] {
   return ['sh', '-c', script, 'sh', ...args];
 }
 
-const PSQL = 'psql -X -A -t -q -w -v ON_ERROR_STOP=1 -U "${POSTGRES_USER:-postgres}" -d postgres';
+const PSQL = `psql -X -A -t -q -w -v ON_ERROR_STOP=1 -U "\${POSTGRES_USER:-postgres}" -d postgres`;
 
 /** Writes `$1 $2` (pod, epoch) to the designation file atomically (a shell function the commands share). */
 const DESIGNATE = `designate() {

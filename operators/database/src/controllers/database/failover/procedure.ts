@@ -59,6 +59,7 @@ import {
   restartCommand,
   stateCommand,
 } from '../engines/postgres/failover.ts';
+import { slotName } from '../engines/postgres/instance.ts';
 import { podOrdinal } from '../roles.ts';
 import { isPodReady } from '../status.ts';
 import {
@@ -415,7 +416,11 @@ class Procedure {
     const epoch = this.epoch + 1;
     let r: Awaited<ReturnType<Procedure['exec']>>;
     try {
-      r = await this.exec(to, promoteCommand(to, epoch));
+      // The other instances' replication slots, so they follow without a fresh clone.
+      const slots = Array.from({ length: this.ctx.spec.spec.replicas }, (_, i) => `${this.name}-${i}`)
+        .filter((p) => p !== to)
+        .map(slotName);
+      r = await this.exec(to, promoteCommand(to, epoch, slots));
     } catch (err) {
       await this.note(
         f,

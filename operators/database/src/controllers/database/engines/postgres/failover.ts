@@ -95,10 +95,13 @@ export function parseInstanceState(stdout: string): InstanceState | undefined {
 
 /**
  * Promotes the instance: first the designation file names it (so its probes judge it as the primary
- * at once, and a restarted instance.sh waiting for a designation starts it), then `pg_ctl promote -w`.
- * Idempotent: an instance already out of recovery is left as it is. Prints `promoted`.
+ * at once, and a restarted instance.sh waiting for a designation starts it), then `pg_ctl promote -w`,
+ * then the replication slots of the other instances (`slots`), reserving WAL from now on: slots live on
+ * the primary only, and a replica that finds none would be cloned again in full (instance.sh) instead of
+ * just following. Idempotent: an instance already out of recovery is not promoted again, existing slots
+ * are kept. Prints `promoted`.
  */
-export function promoteCommand(pod: string, epoch: number): string[] {
+export function promoteCommand(pod: string, epoch: number, slots: readonly string[] = []): string[] {
   return sh(
     `${DESIGNATE}
 designate "$1" "$2"
@@ -109,9 +112,15 @@ fi
 if [ "$(${PSQL} -c 'SELECT pg_is_in_recovery()')" = t ]; then
   pg_ctl promote -D "$PGDATA" -w -t 60 >&2 || exit 1
 fi
+${PSQL} -v slots="$3" <<'EOSQL' >/dev/null || exit 1
+SELECT pg_create_physical_replication_slot(s, true)
+  FROM unnest(string_to_array(:'slots', ' ')) s
+ WHERE s <> '' AND NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = s);
+EOSQL
 echo promoted`,
     pod,
     String(epoch),
+    slots.join(' '),
   );
 }
 

@@ -25,11 +25,13 @@ import {
   ConfigMaps,
   type Controller,
   controllerFor,
+  type EventHandler,
   type EventObject,
   Events,
   generationChanged,
   type KubeObject,
   type Manager,
+  type Node,
   Nodes,
   or,
   type PersistentVolumeClaim,
@@ -40,6 +42,7 @@ import {
   Pods,
   type Predicate,
   type Request,
+  type RequestSink,
   type Resource,
   Secrets,
   Services,
@@ -97,8 +100,9 @@ export const rbac: RbacRule[] = [
   // Failover (postgres): fence, query, promote and restart the instances through their server container.
   // (get too: API servers before Kubernetes 1.35 authorize the exec upgrade as a get.)
   { resource: Pods, subresource: 'exec', verbs: ['get', 'create'] },
-  // Failover: whether the primary's node is NotReady or cordoned (a switchover before the drain).
-  { resource: Nodes, verbs: ['get'] },
+  // Failover: whether the primary's node is NotReady or cordoned (a switchover before the drain); watched
+  // so that a cordon (which changes no pod) reaches the Databases with pods on the node.
+  { resource: Nodes, verbs: ['get', 'list', 'watch'] },
   // Volume expansion (patch the request) and the Delete policy (delete the claims).
   { resource: PersistentVolumeClaims, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
   // Events about Databases (events.k8s.io/v1, with series updates).
@@ -142,6 +146,36 @@ export function podPredicate(): Predicate<Pod> {
   };
 }
 
+/** Node updates that matter to a failover: cordoned or not, Ready or not. */
+export function nodePredicate(): Predicate<Node> {
+  const view = (n: EventObject<Node>) =>
+    JSON.stringify([
+      n.spec?.unschedulable ?? false,
+      n.status?.conditions?.find((c) => c.type === 'Ready')?.status,
+    ]);
+  return { create: () => false, delete: () => false, update: (o, n) => view(o) !== view(n) };
+}
+
+/**
+ * A node's events to the Databases with a pod on it (a cordon or a NotReady node changes no pod at
+ * first). The pods come from the cache (managed pods only), asynchronously: the sink is the queue.
+ */
+export function nodeHandler(pods: {
+  list(res: typeof Pods, opts: Record<string, never>): Promise<unknown[]>;
+}): EventHandler<Node> {
+  const each = (node: EventObject<Node>, sink: RequestSink): void => {
+    void pods.list(Pods, {}).then(
+      (all) => {
+        for (const p of all as Pod[]) {
+          if (p.spec?.nodeName === node.metadata.name) for (const r of databaseOf(p)) sink.add(r);
+        }
+      },
+      () => {},
+    );
+  };
+  return { create: each, update: (_o, n, sink) => each(n, sink), delete: each, generic: each };
+}
+
 /** PVC updates that matter: the requested size, the capacity, the phase, resize conditions, deletion. */
 export function claimPredicate(): Predicate<PersistentVolumeClaim> {
   const view = (c: EventObject<PersistentVolumeClaim>) =>
@@ -182,6 +216,9 @@ export function setupDatabaseController(
     .owns(PodDisruptionBudgets)
     .watches(Pods, databaseOf, { predicates: [podPredicate()] })
     .watches(PersistentVolumeClaims, databaseOf, { predicates: [claimPredicate()] })
+    .watches(Nodes, nodeHandler(mgr.cache as Parameters<typeof nodeHandler>[0]), {
+      predicates: [nodePredicate()],
+    })
     .withOptions({ maxConcurrentReconciles: opts.maxConcurrentReconciles ?? 2 })
     .complete(reconciler);
 }

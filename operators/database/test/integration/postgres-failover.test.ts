@@ -1,0 +1,358 @@
+/**
+ * Issue 12 on REAL pods: a 3-instance PostgreSQL 15 Database (opkit.local/postgres:15 on a real node), the
+ * operator in-process with its pods/exec executor, and a writer pod committing numbered rows through the
+ * read-write Service and printing every acknowledged id. While it writes: a switchover to a chosen
+ * replica, the primary pod deleted, the primary's postgres killed (immediate shutdown). Each time: writes
+ * succeed again, the former primary streams again as a replica, and a sampler (pods/exec into every pod,
+ * every 500 ms) never sees two instances out of recovery, nor two pods labelled primary. After the
+ * switchover no acknowledged row is lost; after the failovers (asynchronous replication) the rows lost
+ * are counted and printed. The time bounds are generous safety bounds; the figures printed at the end are
+ * measurements (bench/results/failover.md collects them).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { POSTGRES_IMAGE } from '@opkit/controlplane';
+import { loadConfig, newPodExecutor, type PodExecutor, Pods, Secrets } from '@opkit/runtime';
+import { type Database, Databases } from '../../src/api/v1/database.ts';
+import {
+  type Cluster,
+  createNamespace,
+  eventually,
+  getDb,
+  sample,
+  sleep,
+  startCluster,
+  startOperator,
+  waitForPhase,
+} from './helpers.ts';
+
+const NS = 'failover';
+const NAME = 'pg';
+const PODS = [0, 1, 2].map((i) => `${NAME}-${i}`);
+const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
+
+interface Figures {
+  scenario: string;
+  writesAgainMs: number;
+  lost: number;
+  acknowledged: number;
+  twoPrimaries: number;
+  rejoinMs: number;
+}
+
+describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRoot }, () => {
+  let cluster: Cluster;
+  let operator: { stop(): Promise<void> } | undefined;
+  let exec: PodExecutor;
+  const figures: Figures[] = [];
+
+  const kubectl = (args: string[], timeoutMs = 60_000) => {
+    const r = spawnSync('kubectl', ['--kubeconfig', cluster.kubeconfig, ...args], {
+      encoding: 'utf8',
+      timeout: timeoutMs,
+    });
+    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
+  };
+  const diagnose = (): string =>
+    [
+      kubectl(['get', 'pods,endpoints', '-n', NS, '-o', 'wide', '--show-labels']).out,
+      kubectl(['get', 'db', '-n', NS, '-o', 'yaml']).out.slice(-4000),
+      ...PODS.map((p) => kubectl(['logs', '-n', NS, p, '-c', 'postgres', '--tail', '30']).out),
+      kubectl(['get', 'events', '-n', NS, '--sort-by=.lastTimestamp']).out.slice(-4000),
+    ].join('\n');
+  /** SQL as the superuser over the pod's socket (pods/exec, as the operator does). */
+  const sql = async (pod: string, query: string): Promise<string | undefined> => {
+    try {
+      const r = await exec.exec(
+        { namespace: NS, name: pod },
+        {
+          container: 'postgres',
+          command: ['psql', '-XAtq', '-U', 'postgres', '-d', 'postgres', '-c', query],
+          timeoutMs: 5000,
+        },
+      );
+      return r.exitCode === 0 ? r.stdout.trim() : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  /** Every 500 ms: how many instances are out of recovery, how many pods are labelled primary. */
+  function sampler() {
+    let stop = false;
+    let samples = 0;
+    let twoWritable = 0;
+    let twoLabelled = 0;
+    const run = (async () => {
+      while (!stop) {
+        const states = await Promise.all(PODS.map((p) => sql(p, 'SELECT pg_is_in_recovery()')));
+        const pods = await cluster.client.list(Pods, {
+          namespace: NS,
+          labelSelector: 'myapp.example.com/role=primary',
+        });
+        samples++;
+        if (states.filter((s) => s === 'f').length > 1) twoWritable++;
+        if (pods.items.filter((p) => !p.metadata.deletionTimestamp).length > 1) twoLabelled++;
+        await sleep(500);
+      }
+    })();
+    return {
+      async stop() {
+        stop = true;
+        await run;
+        return { samples, twoWritable, twoLabelled };
+      },
+    };
+  }
+
+  /** The writer's log: acknowledged ids with their time, and failures. */
+  function writerLog(): { ok: Map<number, number>; lastFail: number } {
+    const out = kubectl(['logs', '-n', NS, 'writer', '--tail', '-1'], 120_000).out;
+    const ok = new Map<number, number>();
+    let lastFail = 0;
+    for (const line of out.split('\n')) {
+      const [what, id, at] = line.trim().split(' ');
+      if (what === 'ok') ok.set(Number(id), Number(at));
+      else if (what === 'fail') lastFail = Math.max(lastFail, Number(at));
+    }
+    return { ok, lastFail };
+  }
+  /** Writes succeed again after `since` (ms): the first acknowledged id after the last failure. */
+  async function writesAgain(since: number): Promise<number> {
+    return eventually(
+      'writes acknowledged again after the fault',
+      () => {
+        const { ok, lastFail } = writerLog();
+        if (lastFail < since) return undefined;
+        const after = [...ok.values()].filter((t) => t > lastFail).sort((a, b) => a - b);
+        return after.length >= 5 ? (after[0] as number) : undefined;
+      },
+      300_000,
+      2000,
+    );
+  }
+  /** Acknowledged ids missing from the table (read on the primary). */
+  async function lostRows(primary: string): Promise<{ lost: number; acknowledged: number }> {
+    const { ok } = writerLog();
+    const ids = new Set(
+      ((await sql(primary, "SELECT string_agg(id::text, ' ') FROM w")) ?? '')
+        .split(' ')
+        .filter(Boolean)
+        .map(Number),
+    );
+    // Writes still running: compare up to an id the table must have.
+    const maxInTable = Math.max(0, ...ids);
+    let lost = 0;
+    let acknowledged = 0;
+    for (const id of ok.keys()) {
+      if (id > maxInTable) continue;
+      acknowledged++;
+      if (!ids.has(id)) lost++;
+    }
+    return { lost, acknowledged };
+  }
+  async function primaryNow(): Promise<string> {
+    return eventually(
+      'a primary recorded and ready',
+      async () => {
+        const db = await getDb(cluster.client, NS, NAME);
+        return !db.status?.failover && db.status?.currentPrimary ? db.status.currentPrimary : undefined;
+      },
+      300_000,
+      1000,
+    );
+  }
+  /** The former primary streams from the new one (pg_stat_replication on the new primary). */
+  async function rejoined(former: string, primary: string, since: number): Promise<number> {
+    await eventually(
+      `${former} streaming from ${primary}`,
+      async () =>
+        (await sql(primary, `SELECT state FROM pg_stat_replication WHERE application_name = '${former}'`)) ===
+        'streaming',
+      600_000,
+      1000,
+    );
+    return Date.now() - since;
+  }
+
+  before(async () => {
+    cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
+    exec = newPodExecutor(await loadConfig({ kubeconfig: cluster.kubeconfig }));
+    await createNamespace(cluster.client, NS);
+    operator = startOperator(cluster, { name: 'failover-operator' });
+    await cluster.client.create(
+      Databases.resource,
+      sample(NS, NAME, {
+        engine: 'postgres',
+        version: '15',
+        storage: '1Gi',
+        replicas: 3,
+        image: POSTGRES_IMAGE,
+        failoverDelay: 5,
+      }),
+    );
+    try {
+      await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${diagnose()}`);
+    }
+    assert.equal(await sql(`${NAME}-0`, 'SELECT pg_is_in_recovery()'), 'f');
+    const secret = await cluster.client.get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
+    const app = Buffer.from(secret.data?.['app-username'] ?? '', 'base64').toString();
+    await eventually('the table', async () => (await sql(`${NAME}-0`, 'SELECT 1')) === '1');
+    assert.equal(
+      kubectl([
+        'exec',
+        '-n',
+        NS,
+        `${NAME}-0`,
+        '-c',
+        'postgres',
+        '--',
+        'psql',
+        '-XAtq',
+        '-U',
+        'postgres',
+        '-d',
+        'app',
+        '-c',
+        `CREATE TABLE w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}`,
+      ]).code,
+      0,
+    );
+    // The writer: a numbered row per transaction through the read-write Service; every acknowledged id.
+    const writer = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'writer', namespace: NS },
+      spec: {
+        restartPolicy: 'Never',
+        containers: [
+          {
+            name: 'writer',
+            image: POSTGRES_IMAGE,
+            command: [
+              'sh',
+              '-c',
+              `i=0; while :; do i=$((i+1));
+  if psql "host=${NAME} port=5432 dbname=app user=${app} connect_timeout=2" -XAtq -c "INSERT INTO w VALUES ($i)" >/dev/null 2>&1;
+  then echo "ok $i $(date +%s%3N)"; else echo "fail $i $(date +%s%3N)"; fi; sleep 0.02; done`,
+            ],
+            env: [
+              {
+                name: 'PGPASSWORD',
+                valueFrom: { secretKeyRef: { name: `${NAME}-credentials`, key: 'app-password' } },
+              },
+            ],
+          },
+        ],
+      },
+    };
+    await cluster.client.create(Pods, writer as never);
+    await eventually('the writer acknowledging rows', () => writerLog().ok.size >= 20, 180_000, 1000);
+  });
+  after(async () => {
+    if (figures.length > 0) {
+      process.stdout.write(
+        `\nfailover figures (this machine, ${new Date().toISOString()}):\n| scenario | time to writes again | rows lost / acknowledged | two-primary samples | rejoin |\n| --- | --- | --- | --- | --- |\n${figures
+          .map(
+            (f) =>
+              `| ${f.scenario} | ${(f.writesAgainMs / 1000).toFixed(1)} s | ${f.lost} / ${f.acknowledged} | ${f.twoPrimaries} | ${(f.rejoinMs / 1000).toFixed(1)} s |`,
+          )
+          .join('\n')}\n`,
+      );
+    }
+    await operator?.stop();
+    await cluster?.stop();
+  });
+
+  async function scenario(name: string, fault: (primary: string) => Promise<void>, zeroLoss: boolean) {
+    const former = await primaryNow();
+    const s = sampler();
+    const at = Date.now();
+    await fault(former);
+    let writes: number;
+    let primary: string;
+    let rejoinMs: number;
+    try {
+      writes = await writesAgain(at);
+      primary = await primaryNow();
+      rejoinMs = primary === former ? 0 : await rejoined(former, primary, at);
+    } catch (err) {
+      await s.stop();
+      throw new Error(`${name}: ${(err as Error).message}\n${diagnose()}`);
+    }
+    const seen = await s.stop();
+    const { lost, acknowledged } = await lostRows(primary);
+    figures.push({
+      scenario: name,
+      writesAgainMs: writes - at,
+      lost,
+      acknowledged,
+      twoPrimaries: seen.twoWritable + seen.twoLabelled,
+      rejoinMs,
+    });
+    assert.equal(
+      seen.twoWritable,
+      0,
+      `${name}: two instances out of recovery in ${seen.twoWritable} samples`,
+    );
+    assert.equal(seen.twoLabelled, 0, `${name}: two pods labelled primary in ${seen.twoLabelled} samples`);
+    if (zeroLoss) assert.equal(lost, 0, `${name}: ${lost} acknowledged rows lost`);
+    return { former, primary };
+  }
+
+  test('switchover to a chosen replica: writes resume, 0 acknowledged rows lost, the former primary streams again', async () => {
+    const { former, primary } = await scenario(
+      'switchover',
+      async (p) => {
+        const target = p === `${NAME}-1` ? `${NAME}-2` : `${NAME}-1`;
+        const db = await getDb(cluster.client, NS, NAME);
+        await cluster.client.patch(
+          Databases.resource,
+          { namespace: NS, name: NAME },
+          {
+            type: 'merge',
+            body: { metadata: { annotations: { 'myapp.example.com/switchover-to': target } } },
+          },
+        );
+        void db;
+      },
+      true,
+    );
+    assert.notEqual(primary, former);
+    const db: Database = await getDb(cluster.client, NS, NAME);
+    assert.equal(db.status?.lastFailover?.switchover, true);
+    assert.equal(db.status?.timeline, 2);
+  });
+
+  test('the primary pod deleted: a replica is promoted, writes resume, the former primary rejoins', async () => {
+    const { former, primary } = await scenario(
+      'primary pod deleted',
+      async (p) => {
+        assert.equal(kubectl(['delete', 'pod', '-n', NS, p, '--wait=false']).code, 0);
+      },
+      false,
+    );
+    assert.notEqual(primary, former);
+    assert.equal((await getDb(cluster.client, NS, NAME)).status?.lastFailover?.reason, 'PrimaryPodMissing');
+  });
+
+  test("the primary's postgres killed (immediate shutdown): writes resume, never two primaries", async () => {
+    await scenario(
+      'primary postgres killed',
+      async (p) => {
+        await exec.exec(
+          { namespace: NS, name: p },
+          {
+            container: 'postgres',
+            command: ['sh', '-c', 'pg_ctl stop -D "$PGDATA" -m immediate'],
+            timeoutMs: 30_000,
+          },
+        );
+      },
+      false,
+    );
+  });
+});

@@ -464,9 +464,10 @@ const spec = s.object(
       reservedParametersRule(),
       {
         rule: '!has(self.synchronousReplicas) || self.synchronousReplicas == 0 || self.synchronousReplicas < self.replicas',
-        messageExpression:
-          "'synchronousReplicas (' + string(self.synchronousReplicas) + ') must be less than replicas (' + " +
-          "string(self.replicas) + '): each commit waits for that many replicas, and the primary is not one'",
+        // A static message: string(int) in a messageExpression is over the API server's cost budget.
+        message:
+          'synchronousReplicas must be less than replicas: each commit waits for that many replicas, and ' +
+          'the primary is not one of them',
         fieldPath: '.synchronousReplicas',
         reason: FORBIDDEN,
       },

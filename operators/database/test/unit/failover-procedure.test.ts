@@ -131,7 +131,16 @@ describe('the failover procedure', () => {
     );
     await client.patchStatus(Databases.resource, key, {
       type: 'merge',
-      body: { status: { targetPrimary: 'orders-0', systemIdentifier: ID, ...status } },
+      // A Database that ran (a new one never fails over).
+      body: {
+        status: {
+          phase: 'Running',
+          readyReplicas: 3,
+          targetPrimary: 'orders-0',
+          systemIdentifier: ID,
+          ...status,
+        },
+      },
     });
     inst.states.set('orders-0', `f|||1|${ID}|0/3000200|`);
     inst.states.set('orders-1', `t|0/3000000|0/3000000|1|${ID}||orders-0.orders-headless`);
@@ -284,6 +293,15 @@ describe('the failover procedure', () => {
         /no such instance/,
       );
     });
+  });
+
+  test('a new Database (it never ran): no failover while its primary is not ready yet', async () => {
+    await setup({}, { phase: 'Provisioning', readyReplicas: 0 });
+    client.setStored(Pods, pod('orders-0', { role: 'primary', ready: false }));
+    client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+    await reconcile();
+    assert.equal(stored().status?.failover, undefined);
+    assert.deepEqual(inst.ran(), []);
   });
 
   test('a Ready primary: nothing is run and no failover is recorded', async () => {

@@ -78,7 +78,7 @@ export function isPodReady(pod: Pod): boolean {
 }
 
 /** Phases in which the Database had been running (so lost replicas are Degraded, not Provisioning). */
-function hadRun(prev: DatabaseStatus | undefined): boolean {
+export function hadRun(prev: DatabaseStatus | undefined): boolean {
   const phase = prev?.phase as Phase | undefined;
   if (phase === 'Running' || phase === 'Updating' || phase === 'Degraded') return true;
   // A failure after running: remember through the Ready condition's last True.

@@ -61,7 +61,7 @@ import {
 } from '../engines/postgres/failover.ts';
 import { slotName } from '../engines/postgres/instance.ts';
 import { podOrdinal } from '../roles.ts';
-import { isPodReady } from '../status.ts';
+import { hadRun, isPodReady } from '../status.ts';
 import {
   type CandidateState,
   candidatePods,
@@ -213,6 +213,9 @@ class Procedure {
   }
 
   async maybeStart(): Promise<FailoverOutcome> {
+    // A Database that never ran has no primary to lose: a new one is slow to become ready (initdb, the
+    // first clones), and its replicas hold nothing the primary could lose.
+    if (!hadRun(this.status)) return this.done(false);
     const primaryPod = this.pod(this.primary);
     const switchoverTo = this.db.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO];
     const input: FailoverInput = {

@@ -197,30 +197,27 @@ describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRo
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${diagnose()}`);
     }
-    assert.equal(await sql(`${NAME}-0`, 'SELECT pg_is_in_recovery()'), 'f');
+    const first = await primaryNow();
     const secret = await cluster.client.get(Secrets, { namespace: NS, name: `${NAME}-credentials` });
     const app = Buffer.from(secret.data?.['app-username'] ?? '', 'base64').toString();
-    await eventually('the table', async () => (await sql(`${NAME}-0`, 'SELECT 1')) === '1');
-    assert.equal(
-      kubectl([
-        'exec',
-        '-n',
-        NS,
-        `${NAME}-0`,
-        '-c',
-        'postgres',
-        '--',
-        'psql',
-        '-XAtq',
-        '-U',
-        'postgres',
-        '-d',
-        'app',
-        '-c',
-        `CREATE TABLE w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}`,
-      ]).code,
-      0,
+    const create = await exec.exec(
+      { namespace: NS, name: first },
+      {
+        container: 'postgres',
+        command: [
+          'psql',
+          '-XAtq',
+          '-U',
+          'postgres',
+          '-d',
+          'app',
+          '-c',
+          `CREATE TABLE w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}`,
+        ],
+        timeoutMs: 30_000,
+      },
     );
+    assert.equal(create.exitCode, 0, create.stderr);
     // The writer: a numbered row per transaction through the read-write Service; every acknowledged id.
     const writer = {
       apiVersion: 'v1',

@@ -68,6 +68,8 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.equal(s.spec?.serviceName, 'orders-headless');
       // postgres fails over: a lost pod 0 must not block replacing the others (OrderedReady would).
       assert.equal(s.spec?.podManagementPolicy, engine === 'postgres' ? 'Parallel' : 'OrderedReady');
+      // postgres is not PID 1: an orphaned probe or exec process must not look like a crashed backend.
+      assert.equal(s.spec?.template.spec?.shareProcessNamespace, engine === 'postgres' ? true : undefined);
       assert.equal(s.spec?.updateStrategy?.type, 'RollingUpdate');
       assert.deepEqual(s.spec?.selector, {
         matchLabels: {

@@ -100,6 +100,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
     containers: pod.containers,
     volumes: pod.volumes,
   };
+  if (pod.shareProcessNamespace) podSpec.shareProcessNamespace = true;
   if (d.spec.nodeSelector) podSpec.nodeSelector = { ...d.spec.nodeSelector };
   if (d.spec.tolerations) podSpec.tolerations = d.spec.tolerations.map((t) => ({ ...t }));
   if (d.spec.priorityClassName) podSpec.priorityClassName = d.spec.priorityClassName;

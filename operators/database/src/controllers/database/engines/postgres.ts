@@ -410,6 +410,12 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       { name: 'shm', emptyDir: { medium: 'Memory' } },
     ],
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
+    // Not postgres as PID 1: a process orphaned in the container (a probe's or an exec's psql whose
+    // shell was killed on timeout) is re-parented to PID 1, and a postmaster that reaps a child killed
+    // by a signal takes it for a crashed backend and restarts every backend (PostgreSQL <= 16; seen on
+    // real pods under load as "server process ... terminated by signal 13", then spurious failovers).
+    // With a shared process namespace the pod's pause process is PID 1 and reaps them.
+    shareProcessNamespace: true,
   };
 }
 

@@ -50,6 +50,8 @@ export interface EnginePod {
   /** Volumes besides `data` (the volumeClaimTemplate). */
   volumes: Volume[];
   terminationGracePeriodSeconds: number;
+  /** The pod's containers share one process namespace (the pause process is PID 1 and reaps orphans). */
+  shareProcessNamespace?: boolean;
 }
 
 /**

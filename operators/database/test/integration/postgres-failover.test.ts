@@ -189,7 +189,7 @@ describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRo
         storage: '1Gi',
         replicas: 3,
         image: POSTGRES_IMAGE,
-        failoverDelay: 5,
+        failoverDelay: 10,
       }),
     );
     try {

@@ -108,7 +108,7 @@ export interface FailoverOutcome {
 
 /** Exec timeout: a fast shutdown is bounded at 50 s by the commands themselves. */
 const EXEC_TIMEOUT_MS = 60_000;
-const QUERY_TIMEOUT_MS = 10_000;
+const QUERY_TIMEOUT_MS = 20_000;
 /** How soon to look again while a step takes effect. */
 const STEP_MS = 1_000;
 const RETRY_MS = 3_000;

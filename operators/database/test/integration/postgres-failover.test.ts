@@ -12,6 +12,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
 import { loadConfig, newPodExecutor, type PodExecutor, Pods, Secrets } from '@opkit/runtime';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
@@ -28,6 +29,7 @@ import {
 } from './helpers.ts';
 
 const NS = 'failover';
+const PLUGIN = fileURLToPath(new URL('../../src/cli/kubectl-opkit.ts', import.meta.url));
 const NAME = 'pg';
 const PODS = [0, 1, 2].map((i) => `${NAME}-${i}`);
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
@@ -305,16 +307,13 @@ describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRo
       'switchover',
       async (p) => {
         const target = p === `${NAME}-1` ? `${NAME}-2` : `${NAME}-1`;
-        const db = await getDb(cluster.client, NS, NAME);
-        await cluster.client.patch(
-          Databases.resource,
-          { namespace: NS, name: NAME },
-          {
-            type: 'merge',
-            body: { metadata: { annotations: { 'myapp.example.com/switchover-to': target } } },
-          },
+        // The kubectl plugin sets the switchover-to annotation (--no-wait: the scenario follows it).
+        const r = spawnSync(
+          process.execPath,
+          [PLUGIN, 'db', 'promote', NAME, target, '-n', NS, '--kubeconfig', cluster.kubeconfig, '--no-wait'],
+          { encoding: 'utf8', timeout: 60_000 },
         );
-        void db;
+        assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
       },
       true,
     );

@@ -8,7 +8,11 @@ import { beforeEach, describe, test } from 'node:test';
 import { ConfigMaps, type Pod, Pods } from '@opkit/runtime';
 import { FakeClient, FakePodExecutor } from '@opkit/runtime/testing';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
-import { type ReconcilerDeps, reconcileDatabase } from '../../src/controllers/database/index.ts';
+import {
+  databaseReconciler,
+  type ReconcilerDeps,
+  reconcileDatabase,
+} from '../../src/controllers/database/index.ts';
 import { FakeRecorder, managedOnlyReader } from './fixtures.ts';
 
 const NS = 'shop';
@@ -231,6 +235,36 @@ describe('the failover procedure', () => {
         (epoch ?? 0) + 1,
         'promoted once (epoch +1), not restarted',
       );
+      assert.equal(recorder.events.filter((e) => e.reason === 'FailoverStarted').length, 1);
+    });
+
+    test('a cache that has not seen the Fencing write yet does not undo the fencing', async () => {
+      const reconciler = databaseReconciler(deps);
+      const stale = structuredClone(stored());
+      const inner = deps.reader;
+      // The Database as the cache still shows it: from before the failover started.
+      deps = {
+        ...deps,
+        reader: {
+          get: async (res, k) =>
+            res.plural === 'databases' && stale.metadata.resourceVersion
+              ? (structuredClone(stale) as never)
+              : inner.get(res, k),
+          list: (res, opts) => inner.list(res, opts),
+        },
+      };
+      const ctx = { signal: new AbortController().signal } as Parameters<typeof reconciler>[1];
+      await reconciler(key, ctx);
+      assert.equal(stored().status?.failover?.phase, 'Fencing');
+      assert.equal(cm()['cluster-primary'], 'none');
+      // Meanwhile the former primary looks healthy again: with the stale record nothing would be wrong.
+      client.setStored(Pods, pod('orders-0'));
+      await reconciler(key, ctx);
+      assert.equal(
+        cm()['cluster-primary'] === 'none' || stored().status?.failover?.phase !== 'Fencing',
+        true,
+      );
+      assert.notEqual(cm()['cluster-primary'], 'orders-0', 'never handed the former primary again');
       assert.equal(recorder.events.filter((e) => e.reason === 'FailoverStarted').length, 1);
     });
 

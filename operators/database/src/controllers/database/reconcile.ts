@@ -934,6 +934,12 @@ export async function reconcileDatabase(
     if (err instanceof NotFoundError) return;
     if (retry === undefined && failure === undefined) throw err;
   }
+  // The failover procedure's own status writes count too: a cache that has not seen them yet must not
+  // hand the pods the record from before them (that would undo a fencing).
+  const rv = run.db.metadata.resourceVersion;
+  const seen = written.get(key);
+  if (rv && (!seen || newer(rv, seen.resourceVersion)))
+    written.set(key, { resourceVersion: rv, status: run.db.status });
   if (failure) throw new TerminalError(failure.message);
   if (retry !== undefined) throw retry;
   // The StatefulSet is being deleted (orphan) to be recreated: its deletion event wakes us, but check

@@ -236,7 +236,7 @@ describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRo
               '-c',
               `i=0; while :; do i=$((i+1));
   if psql "host=${NAME} port=5432 dbname=app user=${app} connect_timeout=2" -XAtq -c "INSERT INTO w VALUES ($i)" >/dev/null 2>&1;
-  then echo "ok $i $(date +%s%3N)"; else echo "fail $i $(date +%s%3N)"; fi; sleep 0.02; done`,
+  then echo "ok $i $(date +%s%3N)"; else echo "fail $i $(date +%s%3N) $(psql "host=${NAME} port=5432 dbname=app user=${app} connect_timeout=2" -XAtq -c 'SELECT 1' 2>&1 | head -1)"; fi; sleep 0.02; done`,
             ],
             env: [
               {
@@ -249,7 +249,12 @@ describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRo
       },
     };
     await cluster.client.create(Pods, writer as never);
-    await eventually('the writer acknowledging rows', () => writerLog().ok.size >= 20, 180_000, 1000);
+    try {
+      await eventually('the writer acknowledging rows', () => writerLog().ok.size >= 20, 300_000, 2000);
+    } catch (err) {
+      const tail = kubectl(['logs', '-n', NS, 'writer', '--tail', '20']).out;
+      throw new Error(`${(err as Error).message}\nwriter: ${tail}\n${diagnose()}`);
+    }
   });
   after(async () => {
     if (figures.length > 0) {

@@ -329,6 +329,20 @@ describe('the failover procedure', () => {
     });
   });
 
+  test('a primary that is not Ready but answers as the primary through exec (a slow probe): no failover', async () => {
+    await setup();
+    client.setStored(Pods, pod('orders-0', { role: 'primary', ready: false }));
+    client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+    client.setStored(Pods, pod('orders-2', { role: 'replica' }));
+    await reconcile();
+    assert.equal(stored().status?.failover, undefined);
+    assert.deepEqual(inst.ran(), ['orders-0: state']);
+    // It stops answering: now it is failed over.
+    inst.states.delete('orders-0');
+    await reconcile();
+    assert.equal(stored().status?.failover?.reason, 'PrimaryNotReady');
+  });
+
   test('a new Database (it never ran): no failover while its primary is not ready yet', async () => {
     await setup({}, { phase: 'Provisioning', readyReplicas: 0 });
     client.setStored(Pods, pod('orders-0', { role: 'primary', ready: false }));

@@ -3,7 +3,9 @@
  * a new leader) resumes it where it was. Each step is idempotent; each phase change is one status write
  * guarded by the resourceVersion the decision was made on (a stale cache never starts a second one).
  *
- *   (start)    decide.ts says the primary is lost (or a switchover is asked for): status.failover =
+ *   (start)    decide.ts says the primary is lost (or a switchover is asked for), and a primary that is
+ *              only not Ready does not answer as a primary through exec either (a probe that timed out
+ *              on a loaded node is no reason to fail over): status.failover =
  *              {phase Fencing, reason, from}, primaryEpoch + 1. The reconcile then hands the pods `none`
  *              as the primary (ConfigMap) and removes the primary's role label (the read-write Service
  *              empties).
@@ -67,6 +69,7 @@ import {
   candidatePods,
   chooseCandidate,
   decideFailover,
+  FAILOVER_REASONS,
   type FailoverInput,
   nodeReady,
   position,
@@ -109,6 +112,8 @@ export interface FailoverOutcome {
 /** Exec timeout: a fast shutdown is bounded at 50 s by the commands themselves. */
 const EXEC_TIMEOUT_MS = 60_000;
 const QUERY_TIMEOUT_MS = 20_000;
+/** How long a primary that is not Ready gets to answer before it is failed over. */
+const CONFIRM_TIMEOUT_MS = 15_000;
 /** How soon to look again while a step takes effect. */
 const STEP_MS = 1_000;
 const RETRY_MS = 3_000;
@@ -248,6 +253,21 @@ class Procedure {
         this.ctx.warning('SwitchoverRefused', 'Switchover', decision.message);
         await this.removeAnnotation();
         return this.done(false);
+    }
+    if (decision.reason === FAILOVER_REASONS.notReady) {
+      // Not Ready may only mean slow: a probe that timed out on a loaded node. Ask the primary itself
+      // (a generous timeout); one that answers as a primary is not failed over (its own probe decides
+      // again); one that does not answer, or answers in recovery, is.
+      const answer = await this.exec(decision.from, stateCommand(), CONFIRM_TIMEOUT_MS)
+        .then((r) => (r.exitCode === 0 ? parseInstanceState(r.stdout) : undefined))
+        .catch(() => undefined);
+      if (answer && !answer.inRecovery) {
+        this.ctx.log?.info(
+          { primary: decision.from },
+          `${decision.message}, but it answers as the primary: no failover`,
+        );
+        return this.done(false, 5_000);
+      }
     }
     const started = isoNow(this.ctx.now());
     await this.write((s) => {

@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Node, Pod } from '@opkit/runtime';
+import type { Database } from '../../src/api/v1/database.ts';
+import { databasePredicate, nodePredicate } from '../../src/controllers/database/controller.ts';
 import { parseInstanceState, synchronousStandbyNames } from '../../src/controllers/database/engines/index.ts';
 import {
   type CandidateState,
@@ -290,5 +292,37 @@ describe('what the instances answer', () => {
       synchronousStandbyNames('orders', 1),
       'ANY 1 ("orders-0", "orders-1", "orders-2", "orders-3", "orders-4")',
     );
+  });
+});
+
+describe('what wakes the controller for a failover', () => {
+  const db = (annotations?: Record<string, string>, generation = 1) =>
+    ({
+      apiVersion: 'myapp.example.com/v1',
+      kind: 'Database',
+      metadata: { name: 'orders', namespace: 'shop', generation, ...(annotations ? { annotations } : {}) },
+      spec: { engine: 'postgres', version: '16', storage: '1Gi' },
+    }) as Database;
+
+  test('the switchover-to annotation set or removed (metadata: no new generation); not other annotations', () => {
+    const p = databasePredicate();
+    const update = (o: Database, n: Database) => p.update?.(o, n) ?? true;
+    assert.equal(update(db(), db({ 'myapp.example.com/switchover-to': 'orders-1' })), true);
+    assert.equal(update(db({ 'myapp.example.com/switchover-to': 'orders-1' }), db()), true);
+    assert.equal(update(db(), db({ team: 'a' })), false);
+  });
+
+  test('a node cordoned or turning NotReady; not a heartbeat', () => {
+    const p = nodePredicate();
+    const n = (unschedulable: boolean, ready: string, beat = '1') =>
+      ({
+        metadata: { name: 'n1', resourceVersion: beat },
+        spec: unschedulable ? { unschedulable: true } : {},
+        status: { conditions: [{ type: 'Ready', status: ready }] },
+      }) as Node;
+    const update = (o: Node, x: Node) => p.update?.(o, x) ?? true;
+    assert.equal(update(n(false, 'True'), n(true, 'True')), true);
+    assert.equal(update(n(false, 'True'), n(false, 'Unknown')), true);
+    assert.equal(update(n(false, 'True', '1'), n(false, 'True', '2')), false);
   });
 });

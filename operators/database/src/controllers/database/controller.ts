@@ -49,6 +49,7 @@ import {
   StatefulSets,
 } from '@opkit/runtime';
 import {
+  ANNOTATION_SWITCHOVER_TO,
   type Database,
   Databases,
   LABEL_INSTANCE,
@@ -124,10 +125,16 @@ export function databaseOf(obj: EventObject): Request[] {
   return [{ namespace: obj.metadata.namespace, name }];
 }
 
-/** Update events of the Database pass when the spec changed or deletion started (not status writes). */
+/**
+ * Update events of the Database pass when the spec changed, deletion started or a switchover was asked
+ * for (the switchover-to annotation; metadata changes do not move the generation), not status writes.
+ */
 export function databasePredicate(): Predicate<Database> {
   return or<Database>(generationChanged<Database>(), {
-    update: (o, n) => o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp,
+    update: (o, n) =>
+      o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp ||
+      o.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO] !==
+        n.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO],
   });
 }
 

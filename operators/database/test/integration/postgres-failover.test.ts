@@ -396,4 +396,27 @@ describe('PostgreSQL failover on real pods', { timeout: 2_400_000, skip: needsRo
       );
     }
   });
+
+  test('the operator stopped in the middle of a failover: a new one resumes it from the status', async () => {
+    // A graceful stop of the in-process operator (its in-flight reconcile finishes, nothing after it):
+    // the next one must find the procedure in status.failover and finish it. Not a SIGKILL: the
+    // unit tests resume from each phase as recorded.
+    await scenario(
+      'operator stopped mid-failover',
+      async (p) => {
+        assert.equal(kubectl(['delete', 'pod', '-n', NS, p, '--wait=false']).code, 0);
+        const phase = await eventually(
+          'a failover recorded',
+          async () => (await getDb(cluster.client, NS, NAME)).status?.failover?.phase,
+          120_000,
+          100,
+        );
+        await operator?.stop();
+        const recorded = (await getDb(cluster.client, NS, NAME)).status?.failover;
+        process.stdout.write(`operator stopped in phase ${phase}; recorded: ${JSON.stringify(recorded)}\n`);
+        operator = startOperator(cluster, { name: 'failover-operator-2' });
+      },
+      { zeroLoss: false, moves: true },
+    );
+  });
 });

@@ -94,12 +94,16 @@ export class StaleConnectionError extends ConnectionError {
   }
 }
 
+/** The metav1.Status an error response carries, or one made of its text (a proxy's, or plain text). */
+export function statusFromBody(httpCode: number, body: unknown): Status {
+  return body && typeof body === 'object' && (body as Status).kind === 'Status'
+    ? (body as Status)
+    : { code: httpCode, message: typeof body === 'string' && body ? body : `HTTP ${httpCode}` };
+}
+
 /** Maps an HTTP status code and body to the matching typed error. */
 export function errorFromStatus(httpCode: number, body: unknown, retryAfterHeader?: string | null): ApiError {
-  const status: Status =
-    body && typeof body === 'object' && (body as Status).kind === 'Status'
-      ? (body as Status)
-      : { code: httpCode, message: typeof body === 'string' && body ? body : `HTTP ${httpCode}` };
+  const status = statusFromBody(httpCode, body);
   const code = status.code ?? httpCode;
   const reason = status.reason ?? '';
   switch (true) {

@@ -124,7 +124,7 @@ export class HttpTransport {
     const contentType = body ? (req.contentType ?? 'application/json') : undefined;
     const path = req.path + buildQuery(req.query);
     if (req.signal?.aborted) throw abortReason(req.signal);
-    let auth = await this.#auth(req.signal);
+    let auth = await authenticate(this.config, req.signal);
     let reauthenticated = false;
     for (let attempt = 0; ; attempt++) {
       const res = await this.#attempt(req.method, path, body, contentType, auth, req.signal, req.timeoutMs);
@@ -136,7 +136,7 @@ export class HttpTransport {
       if (res.status === 401 && !reauthenticated) {
         // The server rejected the credentials before acting on the request: retrying is safe.
         reauthenticated = true;
-        const fresh = await this.#reauthenticate(auth, req.signal);
+        const fresh = await reauthenticate(this.config, auth, req.signal);
         if (fresh) {
           auth = fresh;
           continue;
@@ -172,12 +172,12 @@ export class HttpTransport {
     if (signal?.aborted) return;
     let opened: { req: http.ClientRequest; res: http.IncomingMessage } | undefined;
     try {
-      const auth = await this.#auth(signal);
+      const auth = await authenticate(this.config, signal);
       try {
         opened = await this.#open(path, auth, signal, timeoutMs);
       } catch (err) {
         if (!(err instanceof UnauthorizedError)) throw err;
-        const fresh = await this.#reauthenticate(auth, signal);
+        const fresh = await reauthenticate(this.config, auth, signal);
         if (!fresh) throw err;
         opened = await this.#open(path, fresh, signal, timeoutMs);
       }
@@ -211,26 +211,6 @@ export class HttpTransport {
         req.destroy();
       }
     }
-  }
-
-  async #auth(signal: AbortSignal | undefined): Promise<RequestAuth> {
-    const auth = await this.config.authenticate();
-    if (signal?.aborted) throw abortReason(signal);
-    return auth;
-  }
-
-  /**
-   * After a 401 with `stale`: has the configuration refresh its credentials and returns the new ones,
-   * or undefined when it cannot refresh or they did not change (retrying would only fail again).
-   */
-  async #reauthenticate(
-    stale: RequestAuth,
-    signal: AbortSignal | undefined,
-  ): Promise<RequestAuth | undefined> {
-    if (!this.config.refreshCredentials || signal?.aborted) return undefined;
-    await this.config.refreshCredentials(stale);
-    const fresh = await this.#auth(signal);
-    return sameCredentials(stale, fresh) ? undefined : fresh;
   }
 
   #options(
@@ -398,8 +378,33 @@ export class HttpTransport {
   }
 }
 
+/** The configuration's credentials for one request; throws the abort reason if `signal` aborted meanwhile. */
+export async function authenticate(
+  config: RestConfig,
+  signal: AbortSignal | undefined,
+): Promise<RequestAuth> {
+  const auth = await config.authenticate();
+  if (signal?.aborted) throw abortReason(signal);
+  return auth;
+}
+
+/**
+ * After a 401 with `stale`: has the configuration refresh its credentials and returns the new ones, or
+ * undefined when it cannot refresh or they did not change (retrying would only fail again).
+ */
+export async function reauthenticate(
+  config: RestConfig,
+  stale: RequestAuth,
+  signal: AbortSignal | undefined,
+): Promise<RequestAuth | undefined> {
+  if (!config.refreshCredentials || signal?.aborted) return undefined;
+  await config.refreshCredentials(stale);
+  const fresh = await authenticate(config, signal);
+  return sameCredentials(stale, fresh) ? undefined : fresh;
+}
+
 /** True if both carry the same credentials (Authorization header, basic auth, client certificate). */
-export function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
+function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
   const header = (auth: RequestAuth): string | undefined => {
     for (const [k, v] of Object.entries(auth.headers)) if (k.toLowerCase() === 'authorization') return v;
     return undefined;
@@ -422,7 +427,8 @@ function encodeBody(body: unknown): Buffer | undefined {
   return Buffer.from(JSON.stringify(body), 'utf8');
 }
 
-function parseBody(body: Buffer): unknown {
+/** A response body: parsed JSON, else its text; undefined when empty. */
+export function parseBody(body: Buffer): unknown {
   if (body.length === 0) return undefined;
   const text = body.toString('utf8');
   try {

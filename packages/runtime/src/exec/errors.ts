@@ -6,7 +6,9 @@
  *   what to grant) are the client's errors;
  * - ContainerNotFoundError: the container is not in the pod's spec;
  * - ContainerNotRunningError: the pod has no node yet, is not running, or the container is not running
- *   (waiting, restarting, terminated), or its node cannot be reached: retry later;
+ *   (waiting, restarting, terminated): retry later;
+ * - NodeUnreachableError: the API server could not reach the pod's kubelet (the command did not run);
+ * - ServerError: anything else the kubelet answered, e.g. the executable not found in the container;
  * - ExecTimeoutError: no exit status within the timeout (partial output attached);
  * - ConnectionError: the API server could not be reached, or the stream broke before the exit status.
  * An abort rejects with the signal's reason, as every request of the client does.
@@ -18,9 +20,15 @@ export class ContainerNotFoundError extends BadRequestError {}
 
 /**
  * The command could not start because the pod or container is not running: no node assigned yet, the
- * container waiting, restarting or terminated, or the node's kubelet unreachable. Retrying later may work.
+ * container waiting, restarting or terminated. Retrying later may work.
  */
 export class ContainerNotRunningError extends ApiError {}
+
+/**
+ * The API server could not reach the kubelet of the pod's node (down, partitioned, or a simulated kwok
+ * node): the command did not run. The node may be gone; retrying later may work.
+ */
+export class NodeUnreachableError extends ApiError {}
 
 /** No exit status within `timeoutMs`. The command may still be running in the container. */
 export class ExecTimeoutError extends Error {
@@ -35,17 +43,24 @@ export class ExecTimeoutError extends Error {
   }
 }
 
-/** The RBAC a caller needs to exec, for error messages. */
+/**
+ * The RBAC a caller needs to exec, for error messages. A WebSocket exec is authorized as `get` on
+ * pods/exec (checked on Kubernetes 1.34: `create` alone is refused); Kubernetes 1.35 also checks
+ * `create` (AuthorizePodWebsocketUpgradeCreatePermission), which SPDY clients (kubectl before 1.31) use.
+ */
 export function execRbacHint(namespace: string): string {
   return (
-    `exec needs RBAC verb "create" on resource "pods/exec" (and "get" on clusters before Kubernetes 1.35) ` +
-    `in namespace "${namespace}": grant it to this user or ServiceAccount with a Role and RoleBinding`
+    `exec needs RBAC verbs "get" and "create" on resource "pods/exec" in namespace "${namespace}": ` +
+    'grant them to this user or ServiceAccount with a Role and RoleBinding'
   );
 }
 
 /** Messages of the API server and kubelet that mean the pod or container is not running. */
 const NOT_RUNNING =
-  /does not have a host assigned|container not found|is not running|not running|completed pod|is waiting to start|ContainerCreating|PodInitializing|error dialing backend|no route to host|connection refused|i\/o timeout/i;
+  /does not have a host assigned|container not found|is not running|completed pod|is waiting to start|ContainerCreating|PodInitializing/i;
+/** Messages of the API server when it cannot reach the pod's kubelet. */
+const NODE_UNREACHABLE =
+  /error dialing backend|error sending request|dial tcp|connection refused|no route to host|i\/o timeout|connection reset/i;
 /** The API server's message for a container name not in the pod's spec. */
 const NOT_IN_SPEC = /container .* is not valid for pod/i;
 
@@ -64,6 +79,7 @@ export function execErrorFromStatus(status: Status, httpCode: number, namespace:
   if (code === 404) return errorFromStatus(code, full);
   if (NOT_IN_SPEC.test(message)) return new ContainerNotFoundError(full, code);
   if (NOT_RUNNING.test(message)) return new ContainerNotRunningError(full, code);
+  if (NODE_UNREACHABLE.test(message)) return new NodeUnreachableError(full, code);
   return errorFromStatus(full.code ?? 500, full);
 }
 

@@ -12,8 +12,8 @@
  */
 import WebSocket from 'ws';
 import type { RequestAuth, RestConfig } from '../client/config.ts';
-import { ConnectionError, errorFromStatus, type Status } from '../client/errors.ts';
-import { type RequestMetric, sameCredentials, USER_AGENT } from '../client/http.ts';
+import { ConnectionError, errorFromStatus, statusFromBody } from '../client/errors.ts';
+import { authenticate, parseBody, type RequestMetric, reauthenticate, USER_AGENT } from '../client/http.ts';
 import { abortReason } from '../util/abort.ts';
 import { messageOf } from '../util/errors.ts';
 import { ExecTimeoutError, execErrorFromStatus, parseExecStatus } from './errors.ts';
@@ -41,6 +41,9 @@ export interface PodExecutorOptions {
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
+const STATUS_MAX_BYTES = 64 * 1024;
+/** setTimeout's limit (about 24.8 days): longer timeouts mean none. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** A PodExecutor that execs through the API server described by `config`. */
 export function newPodExecutor(config: RestConfig, opts: PodExecutorOptions = {}): PodExecutor {
@@ -56,7 +59,6 @@ interface ExecRequest {
   /** "namespace/name", for messages. */
   pod: string;
   namespace: string;
-  command: readonly string[];
   stdin: Buffer | undefined;
   signal: AbortSignal;
 }
@@ -71,8 +73,13 @@ class WebSocketPodExecutor implements PodExecutor {
 
   constructor(config: RestConfig, opts: PodExecutorOptions) {
     this.#config = config;
-    this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#timeoutMs = checkTimeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS, 'newPodExecutor: opts.timeoutMs');
     this.#maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    if (!Number.isSafeInteger(this.#maxOutputBytes) || this.#maxOutputBytes < 0) {
+      throw new TypeError(
+        `newPodExecutor: opts.maxOutputBytes must be a whole number of bytes >= 0, got ${opts.maxOutputBytes}`,
+      );
+    }
     this.#onRequest = opts.onRequest;
     this.#userAgent = opts.userAgent ?? USER_AGENT;
     this.#base = config.server.replace(/^http/, 'ws');
@@ -81,14 +88,15 @@ class WebSocketPodExecutor implements PodExecutor {
   async exec(key: ExecTarget, opts: ExecOptions): Promise<ExecResult> {
     validate(key, opts);
     const namespace = key.namespace || this.#config.namespace;
-    const timeoutMs = opts.timeoutMs ?? this.#timeoutMs;
+    const timeoutMs =
+      opts.timeoutMs === undefined ? this.#timeoutMs : checkTimeout(opts.timeoutMs, 'exec: opts.timeoutMs');
     const what = `exec of ${JSON.stringify(opts.command.join(' '))} in pod ${namespace}/${key.name}`;
     if (opts.signal?.aborted) throw abortReason(opts.signal);
     const controller = new AbortController();
     const onAbort = (): void => controller.abort(abortReason(opts.signal as AbortSignal));
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     const timer =
-      timeoutMs > 0
+      timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS
         ? setTimeout(
             () =>
               controller.abort(
@@ -111,16 +119,15 @@ class WebSocketPodExecutor implements PodExecutor {
         }),
       pod: `${namespace}/${key.name}`,
       namespace,
-      command: opts.command,
       stdin: stdin === undefined ? undefined : Buffer.from(stdin.buffer, stdin.byteOffset, stdin.byteLength),
       signal: controller.signal,
     };
     try {
-      const auth = await this.#auth(controller.signal);
+      const auth = await authenticate(this.#config, controller.signal);
       const first = await this.#attempt(req, auth);
       if ('result' in first) return first.result;
       // 401: the server rejected the credentials before running anything, so retrying is safe.
-      const fresh = await this.#reauthenticate(auth, controller.signal);
+      const fresh = await reauthenticate(this.#config, auth, controller.signal);
       if (!fresh) throw first.unauthorized;
       const second = await this.#attempt(req, fresh);
       if ('result' in second) return second.result;
@@ -129,19 +136,6 @@ class WebSocketPodExecutor implements PodExecutor {
       if (timer) clearTimeout(timer);
       opts.signal?.removeEventListener('abort', onAbort);
     }
-  }
-
-  async #auth(signal: AbortSignal): Promise<RequestAuth> {
-    const auth = await this.#config.authenticate();
-    if (signal.aborted) throw abortReason(signal);
-    return auth;
-  }
-
-  async #reauthenticate(stale: RequestAuth, signal: AbortSignal): Promise<RequestAuth | undefined> {
-    if (!this.#config.refreshCredentials || signal.aborted) return undefined;
-    await this.#config.refreshCredentials(stale);
-    const fresh = await this.#auth(signal);
-    return sameCredentials(stale, fresh) ? undefined : fresh;
   }
 
   #metric(code: string, start: number): void {
@@ -165,7 +159,9 @@ class WebSocketPodExecutor implements PodExecutor {
     const start = performance.now();
     const stdout = new BoundedOutput(this.#maxOutputBytes);
     const stderr = new BoundedOutput(this.#maxOutputBytes);
-    const status: Buffer[] = [];
+    // The exit Status is a small JSON document; bounded all the same.
+    const status = new BoundedOutput(STATUS_MAX_BYTES);
+    let statusSeen = false;
     const { headers, ...tls } = auth;
     const ws = new WebSocket(req.url, [...EXEC_PROTOCOLS], {
       ...tls,
@@ -208,7 +204,7 @@ class WebSocketPodExecutor implements PodExecutor {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
-          const body = statusOf(code, Buffer.concat(chunks));
+          const body = statusFromBody(code, parseBody(Buffer.concat(chunks)));
           finish(
             code === 401
               ? { value: { unauthorized: errorFromStatus(401, body) } }
@@ -226,14 +222,17 @@ class WebSocketPodExecutor implements PodExecutor {
         if (!frame) return;
         if (frame.channel === STDOUT) stdout.push(frame.data);
         else if (frame.channel === STDERR) stderr.push(frame.data);
-        else if (frame.channel === ERROR) status.push(Buffer.from(frame.data));
+        else if (frame.channel === ERROR) {
+          statusSeen = true;
+          status.push(frame.data);
+        }
       });
       ws.on('error', (err) => {
         count('<error>');
         finish({ error: this.#connectionError(req, err) });
       });
       ws.on('close', (code) => {
-        if (status.length === 0) {
+        if (!statusSeen) {
           finish({
             error: new ConnectionError(
               `exec in pod ${req.pod} via ${this.#config.host}: the stream closed (WebSocket code ${code}) ` +
@@ -243,7 +242,7 @@ class WebSocketPodExecutor implements PodExecutor {
           });
           return;
         }
-        const outcome = parseExecStatus(Buffer.concat(status).toString('utf8'), req.namespace);
+        const outcome = parseExecStatus(status.text(), req.namespace);
         if ('error' in outcome) {
           finish({ error: outcome.error });
           return;
@@ -270,6 +269,14 @@ class WebSocketPodExecutor implements PodExecutor {
   }
 }
 
+/** A timeout in milliseconds: 0 (or Infinity) for none. */
+function checkTimeout(ms: number, field: string): number {
+  if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) {
+    throw new TypeError(`${field} must be a number of milliseconds >= 0 (0: no timeout), got ${ms}`);
+  }
+  return ms;
+}
+
 function validate(key: ExecTarget, opts: ExecOptions): void {
   if (!key || typeof key.name !== 'string' || key.name === '') {
     throw new TypeError('exec: key.name must name the pod');
@@ -281,18 +288,6 @@ function validate(key: ExecTarget, opts: ExecOptions): void {
   if (opts.stdin !== undefined && typeof opts.stdin !== 'string' && !(opts.stdin instanceof Uint8Array)) {
     throw new TypeError('exec: opts.stdin must be a string or a Uint8Array');
   }
-}
-
-/** The Status an HTTP error body carries, or one built from its text. */
-function statusOf(code: number, body: Buffer): Status {
-  const text = body.toString('utf8');
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (parsed && typeof parsed === 'object' && (parsed as Status).kind === 'Status') return parsed as Status;
-  } catch {
-    // Not JSON: a proxy's or the server's plain text.
-  }
-  return { code, message: text.trim() || `HTTP ${code}` };
 }
 
 function toBuffer(data: WebSocket.RawData): Buffer {

@@ -6,6 +6,7 @@ export {
   ExecTimeoutError,
   execErrorFromStatus,
   execRbacHint,
+  NodeUnreachableError,
   parseExecStatus,
 } from './errors.ts';
 export { newPodExecutor, type PodExecutorOptions } from './executor.ts';

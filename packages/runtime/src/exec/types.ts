@@ -39,7 +39,8 @@ export interface ExecTarget {
 /**
  * Runs commands in pods' containers, through the API server (the pods/exec subresource): the commands
  * run as the container's user, with the container's filesystem, environment and network.
- * RBAC: `create` (and, on clusters before Kubernetes 1.35, `get`) on `pods/exec` in the pod's namespace.
+ * RBAC: `get` and `create` on `pods/exec` in the pod's namespace (a WebSocket exec is authorized as `get`;
+ * Kubernetes 1.35 also checks `create`).
  */
 export interface PodExecutor {
   exec(key: ExecTarget, opts: ExecOptions): Promise<ExecResult>;

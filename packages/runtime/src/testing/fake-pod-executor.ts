@@ -177,7 +177,11 @@ function refusal(pod: Pod, name: string, container: string | undefined): string 
   const state = pod.status?.containerStatuses?.find((s) => s.name === chosen)?.state;
   if (pod.status?.phase !== 'Running' || (state !== undefined && !state.running)) {
     throw new ContainerNotRunningError(
-      failure(500, 'InternalError', `unable to upgrade connection: container not found ("${chosen}")`),
+      failure(
+        500,
+        'InternalError',
+        `Internal error occurred: unable to upgrade connection: container not found ("${chosen}")`,
+      ),
     );
   }
   return chosen;

@@ -29,10 +29,11 @@ import {
   Secrets,
   silentLogger,
 } from '@opkit/runtime';
-import { FakeClient } from '@opkit/runtime/testing';
+import { FakeClient, FakePodExecutor } from '@opkit/runtime/testing';
 import { podCache, readFromCache, watchConfigMaps } from '../../../../docs/examples/cache.ts';
 import { crud, firstEvents, getOrExplain, patches } from '../../../../docs/examples/client.ts';
 import { ttlReconciler } from '../../../../docs/examples/controller.ts';
+import { promote, promoteOnFake } from '../../../../docs/examples/exec.ts';
 import { markReady, reconcileAnnouncement, writeChildren } from '../../../../docs/examples/helpers.ts';
 import { reporter } from '../../../../docs/examples/manager.ts';
 import { greetingsUsing, interesting, onlyDeletes } from '../../../../docs/examples/predicates.ts';
@@ -116,6 +117,21 @@ describe('docs/examples', () => {
     await fake.create(ConfigMaps, { metadata: { namespace: 'default', name: 'one' } });
     await fake.delete(ConfigMaps, { namespace: 'default', name: 'one' });
     assert.deepEqual(await events, ['ADDED one', 'DELETED one']);
+  });
+
+  test('exec: promote through the fake executor; a pod that is not running is retried later', async () => {
+    assert.deepEqual(await promoteOnFake(), {
+      promoted: true,
+      commands: [['pg_ctl', 'promote', '-D', '/var/lib/postgresql/data']],
+    });
+    const pending: Pod = {
+      metadata: { namespace: 'db', name: 'pg-2' },
+      spec: { containers: [{ name: 'postgres', image: 'postgres:15' }] },
+    };
+    const client = new FakeClient({ objects: [{ resource: Pods, object: pending }] });
+    const exec = new FakePodExecutor({ client }).on({}, { stdout: 'server promoting\n' });
+    assert.equal(await promote(exec, 'db', 'pg-2'), undefined, 'no node yet: not run');
+    await assert.rejects(promote(exec, 'db', 'missing'), { name: 'NotFoundError' });
   });
 
   test('cache: a shared informer and the Cache with an index', async () => {

@@ -405,6 +405,12 @@ describe('newPodExecutor against a remote command server', () => {
       /opts\.command must be a non-empty array/,
     );
     await assert.rejects(exec.exec({ name: '' }, { command: ['x'] }), /key\.name/);
+    await assert.rejects(
+      exec.exec({ name: 'p' }, { command: ['x'], timeoutMs: -1 }),
+      /opts\.timeoutMs must be/,
+    );
+    assert.throws(() => newPodExecutor(config(), { maxOutputBytes: -1 }), /opts\.maxOutputBytes must be/);
+    assert.throws(() => newPodExecutor(config(), { timeoutMs: Number.NaN }), /opts\.timeoutMs must be/);
     assert.equal(upgrades.length, 0);
   });
 });

@@ -15,6 +15,7 @@ import {
   decodeFrame,
   execErrorFromStatus,
   execPath,
+  NodeUnreachableError,
   parseExecStatus,
   stdinFrames,
   V4_PROTOCOL,
@@ -152,7 +153,7 @@ describe('execErrorFromStatus', () => {
     );
     assert.ok(err instanceof ForbiddenError);
     assert.match(err.message, /cannot create resource "pods\/exec"/);
-    assert.match(err.message, /"create" on resource "pods\/exec".*namespace "db"/);
+    assert.match(err.message, /verbs "get" and "create" on resource "pods\/exec" in namespace "db"/);
   });
 
   test('404 NotFound; container not in the spec; no node yet; other errors by code', () => {
@@ -169,6 +170,17 @@ describe('execErrorFromStatus', () => {
       'ns',
     );
     assert.ok(choose instanceof BadRequestError && !(choose instanceof ContainerNotFoundError));
+    // The API server's answer for a pod on a node whose kubelet it cannot reach (seen with a kwok node).
+    const unreachable = execErrorFromStatus(
+      failure(
+        500,
+        'Internal error occurred: error sending request: Post "https://127.0.0.1:10250/exec/ns/x/main?command=true": ' +
+          'dial tcp 127.0.0.1:10250: connect: connection refused',
+      ),
+      0,
+      'ns',
+    );
+    assert.ok(unreachable instanceof NodeUnreachableError);
     const http = execErrorFromStatus({ message: 'bad gateway' }, 502, 'ns');
     assert.ok(http instanceof ApiError);
     assert.equal(http.code, 502);

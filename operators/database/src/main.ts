@@ -17,6 +17,9 @@ import {
   createManager,
   type Logger,
   type LogLevel,
+  loadConfig,
+  newPodExecutor,
+  type PodExecutor,
   parseDuration,
 } from '@opkit/runtime';
 import { setupDatabaseController } from './controllers/database/index.ts';
@@ -48,6 +51,8 @@ export interface OperatorOptions {
   logLevel?: LogLevel;
   /** Tests and the demo: use this client instead of loading a kubeconfig. */
   client?: Client;
+  /** pods/exec for the failover; by default one over the kubeconfig's connection (none with `client`). */
+  exec?: PodExecutor;
   logger?: Logger;
   /** Aborting it shuts the operator down gracefully (handled signals otherwise). */
   signal?: AbortSignal;
@@ -188,8 +193,21 @@ export async function runOperator(opts: OperatorOptions = {}): Promise<void> {
         }
       : {}),
   });
+  // The failover acts on the instances through pods/exec, with the same credentials as the client.
+  const exec =
+    opts.exec ??
+    (opts.client
+      ? undefined
+      : newPodExecutor(
+          await loadConfig({
+            ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+            ...(opts.context ? { context: opts.context } : {}),
+          }),
+          { onRequest: mgr.metrics.restClientObserver() },
+        ));
   setupDatabaseController(mgr, {
     ...(opts.maxConcurrentReconciles ? { maxConcurrentReconciles: opts.maxConcurrentReconciles } : {}),
+    ...(exec ? { exec } : {}),
   });
   logger.info(
     {

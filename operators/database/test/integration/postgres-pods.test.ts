@@ -12,7 +12,6 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
-import { findCondition } from '@opkit/runtime';
 import { Databases } from '../../src/api/v1/database.ts';
 import {
   type Cluster,
@@ -111,7 +110,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     );
   });
   test("pod 0's PVC and pod deleted: it comes back as a replica cloned from the current primary", async () => {
-    // The switchover of a later issue, by hand: pg-1 is promoted and recorded as the designated primary.
+    // A switchover to pg-1 (the annotation the operator consumes), then pg-0 loses its volume.
     const before = await getDb(cluster.client, NS, NAME);
     const identity = before.status?.systemIdentifier;
     await eventually('pg-1 to hold the row', async () => {
@@ -121,30 +120,31 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
         return false;
       }
     });
-    await cluster.client.patchStatus(
+    await cluster.client.patch(
       Databases.resource,
       { namespace: NS, name: NAME },
-      { type: 'merge', body: { status: { targetPrimary: `${NAME}-1` } } },
+      {
+        type: 'merge',
+        body: { metadata: { annotations: { 'myapp.example.com/switchover-to': `${NAME}-1` } } },
+      },
     );
-    const promote = kubectl([
-      'exec',
-      '-n',
-      NS,
-      `${NAME}-1`,
-      '-c',
-      'postgres',
-      '--',
-      'psql',
-      '-h',
-      '/var/run/postgresql',
-      '-U',
-      'postgres',
-      '-d',
-      'postgres',
-      '-Atc',
-      'SELECT pg_promote()',
-    ]);
-    assert.equal(promote.code, 0, promote.out);
+    try {
+      await eventually(
+        'the switchover to pg-1 completed',
+        async () => {
+          const d = await getDb(cluster.client, NS, NAME);
+          return (
+            d.status?.lastFailover?.to === `${NAME}-1` &&
+            !d.status.failover &&
+            d.status.currentPrimary === `${NAME}-1`
+          );
+        },
+        300_000,
+        1000,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${diagnose()}`);
+    }
     await psql(`${NAME}-1`, `${NAME}-1.${NAME}-headless`, 'INSERT INTO t VALUES ($$after-switch$$)');
 
     const READY_UID = `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.metadata.uid}`;
@@ -324,29 +324,29 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     );
     assert.equal(await psql(`${NAME}-0`, NAME, 'SELECT count(*) FROM t'), '2', 'no row lost; rw works');
   });
-  test("the primary's PVC and pod deleted: Failed PrimaryDataLost, no new empty primary, the data kept", async () => {
-    const identity = (await getDb(cluster.client, NS, NAME)).status?.systemIdentifier;
-    assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${NAME}-1`, '--wait=false']).code, 0);
-    assert.equal(kubectl(['delete', 'pod', '-n', NS, `${NAME}-1`, '--wait=false']).code, 0);
+  test("the primary's PVC and pod deleted: a replica is promoted (failover), the lost instance is cloned back, no row lost", async () => {
+    // Before automatic failover this was Failed PrimaryDataLost until a person promoted a replica; the
+    // operator now promotes the most advanced replica (no new empty primary either way).
+    const before = await getDb(cluster.client, NS, NAME);
+    const identity = before.status?.systemIdentifier;
+    // The primary now (the rollout before may have moved it).
+    const lost = before.status?.targetPrimary ?? `${NAME}-1`;
+    assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${lost}`, '--wait=false']).code, 0);
+    assert.equal(kubectl(['delete', 'pod', '-n', NS, lost, '--wait=false']).code, 0);
     let db: Awaited<ReturnType<typeof waitForPhase>>;
     try {
       db = await eventually(
-        'the Database Failed: PrimaryDataLost',
+        `a failover away from ${lost}, then Running 3/3`,
         async () => {
-          const pending = kubectl([
-            'get',
-            'pod',
-            '-n',
-            NS,
-            `${NAME}-1`,
-            '-o',
-            'jsonpath={.status.phase}',
-          ]).out;
-          if (pending === 'Pending' && kubectl(['get', 'pvc', '-n', NS, `data-${NAME}-1`]).code !== 0)
-            kubectl(['delete', 'pod', '-n', NS, `${NAME}-1`, '--wait=false']);
+          const pending = kubectl(['get', 'pod', '-n', NS, lost, '-o', 'jsonpath={.status.phase}']).out;
+          if (pending === 'Pending' && kubectl(['get', 'pvc', '-n', NS, `data-${lost}`]).code !== 0)
+            kubectl(['delete', 'pod', '-n', NS, lost, '--wait=false']);
           const d = await getDb(cluster.client, NS, NAME);
-          const ready = findCondition(d.status?.conditions, 'Ready');
-          return d.status?.phase === 'Failed' && ready?.reason === 'PrimaryDataLost' ? d : undefined;
+          return d.status?.lastFailover?.from === lost &&
+            d.status.phase === 'Running' &&
+            d.status.readyReplicas === 3
+            ? d
+            : undefined;
         },
         600_000,
         2000,
@@ -354,34 +354,16 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     } catch (err) {
       throw new Error(`${(err as Error).message}\n${diagnose()}`);
     }
-    const message = findCondition(db.status?.conditions, 'Ready')?.message ?? '';
-    assert.match(message, new RegExp(`${NAME}-1, the primary, has an empty data directory`));
-    assert.match(message, new RegExp(`${NAME}-0, ${NAME}-2 hold this Database's data`));
+    const primary = db.status?.targetPrimary ?? '';
+    assert.notEqual(primary, lost);
+    assert.equal(db.status?.lastFailover?.reason, 'PrimaryPodMissing');
     assert.equal(db.status?.systemIdentifier, identity, 'the cluster identity is kept');
-    // The replicas still hold every row; none became a new, empty cluster. (Retried: with its primary gone a
-    // replica may be restarted meanwhile, e.g. by a liveness probe timing out on a loaded machine.)
-    for (const pod of [`${NAME}-0`, `${NAME}-2`]) {
-      const sql = 'SELECT count(*), min(system_identifier) FROM t, pg_control_system()';
-      let last = '';
-      await eventually(
-        `${pod} to answer`,
-        () =>
-          psql(pod, `${pod}.${NAME}-headless`, sql).then(
-            (r) => {
-              last = r;
-              return true;
-            },
-            (e: Error) => {
-              last = e.message;
-              return false;
-            },
-          ),
-        180_000,
-        2000,
-      ).catch((err: Error) => {
-        throw new Error(`${err.message}; last: ${last}\n${diagnose()}`);
-      });
-      assert.equal(last, `2|${identity}`, `${pod}: every row, the cluster's identity`);
+    for (const pod of [0, 1, 2].map((i) => `${NAME}-${i}`)) {
+      assert.equal(await psql(pod, `${pod}.${NAME}-headless`, 'SELECT count(*) FROM t'), '2', pod);
+      assert.equal(
+        await psql(pod, `${pod}.${NAME}-headless`, 'SELECT system_identifier FROM pg_control_system()'),
+        identity,
+      );
     }
   });
 });

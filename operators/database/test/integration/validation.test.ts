@@ -196,4 +196,26 @@ describe('the Database CRD refuses bad input with the field and the value', { ti
       /Forbidden: podLabels may not set the labels the operator manages/,
     );
   });
+
+  test('synchronousReplicas: less than replicas, postgres only, under its field; failoverDelay bounds', async () => {
+    only(
+      await create('sync-too-many', { replicas: 3, synchronousReplicas: 3 }),
+      'spec.synchronousReplicas',
+      /Forbidden: synchronousReplicas must be less than replicas/,
+    );
+    only(
+      await create('sync-mysql', { engine: 'mysql', version: '8.4', replicas: 3, synchronousReplicas: 1 }),
+      'spec.synchronousReplicas',
+      /Forbidden: synchronousReplicas is only supported for postgres/,
+    );
+    const negative = await create('delay', { failoverDelay: -1 });
+    assert.ok(
+      negative.some((c) => c.field === 'spec.failoverDelay'),
+      JSON.stringify(negative),
+    );
+    await client.create(
+      Databases.resource,
+      database('sync-ok', { replicas: 3, synchronousReplicas: 2, failoverDelay: 0 }) as never,
+    );
+  });
 });

@@ -290,7 +290,20 @@ export class Cluster {
       WAIT_SECONDS: '30',
       REPAIR_WAIT_SECONDS: '10',
       TERMINATION_LOG: inst.terminationLog,
+      // The pod's designation files (the operator's on the in-memory volume, the ConfigMap's mounted copy).
+      DESIGNATION_FILE: join(inst.socketDir, 'primary'),
+      PRIMARY_FILE: join(inst.root, 'cluster-primary'),
+      PRIMARY_EPOCH_FILE: join(inst.root, 'cluster-primary-epoch'),
     };
+  }
+
+  /**
+   * A command the operator runs in the pod's server container through pods/exec (`sh -c ...`), with the
+   * container's environment.
+   */
+  exec(inst: Instance, record: Record_, command: readonly string[]): Promise<Result> {
+    const [cmd, ...args] = command;
+    return this.run(cmd ?? 'sh', args, this.env(inst, record));
   }
 
   /** The init container: `instance.sh bootstrap`. */
@@ -314,7 +327,7 @@ export class Cluster {
    * The server container: `instance.sh start`, which checks (and repairs), then execs postgres. Resolves
    * once the server accepts connections; rejects with the log when the script exits first.
    */
-  async start(inst: Instance, record: Record_): Promise<void> {
+  async start(inst: Instance, record: Record_, extra: Record<string, string> = {}): Promise<void> {
     rmSync(inst.terminationLog, { force: true });
     const script = this.file(POSTGRES_FILES.instance);
     const fd = openSync(inst.log, 'a');
@@ -324,6 +337,7 @@ export class Cluster {
         HOME: this.tmp,
         LC_ALL: 'C',
         ...this.env(inst, record),
+        ...extra,
       },
       cwd: this.tmp,
       stdio: ['ignore', fd, fd],
@@ -352,10 +366,10 @@ export class Cluster {
   }
 
   /** `instance.sh start` when it is expected to refuse: its exit code and output. */
-  async startRefused(inst: Instance, record: Record_): Promise<Result> {
+  async startRefused(inst: Instance, record: Record_, extra: Record<string, string> = {}): Promise<Result> {
     rmSync(inst.terminationLog, { force: true });
     const script = this.file(POSTGRES_FILES.instance);
-    return this.run('sh', ['-c', script, 'instance.sh', 'start'], this.env(inst, record));
+    return this.run('sh', ['-c', script, 'instance.sh', 'start'], { ...this.env(inst, record), ...extra });
   }
 
   /** Stops a server the way the pod's preStop hook does, and waits for the container's process. */

@@ -75,9 +75,16 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
     for (const v of requiredEnv(c.file(POSTGRES_FILES.health))) assert.ok(envOf('postgres').includes(v), v);
     for (const v of requiredEnv(c.file(POSTGRES_FILES.credentials)))
       assert.ok(envOf('credentials').includes(v), `credentials lacks ${v}`);
-    const harness = Object.keys(c.env(primary, record)).filter(
-      (k) => !['WAIT_SECONDS', 'REPAIR_WAIT_SECONDS', 'TERMINATION_LOG'].includes(k),
-    );
+    // Timeouts, and paths whose defaults in the scripts are the pod's (the harness has its own).
+    const overrides = [
+      'WAIT_SECONDS',
+      'REPAIR_WAIT_SECONDS',
+      'TERMINATION_LOG',
+      'DESIGNATION_FILE',
+      'PRIMARY_FILE',
+      'PRIMARY_EPOCH_FILE',
+    ];
+    const harness = Object.keys(c.env(primary, record)).filter((k) => !overrides.includes(k));
     for (const v of harness) assert.ok(envOf('bootstrap').includes(v), `bootstrap lacks ${v}`);
   });
 

@@ -55,7 +55,7 @@ describe('Database CRD', () => {
     });
   });
 
-  test('printer columns Engine, Version, Replicas, Ready, Phase, Age', () => {
+  test('printer columns Engine, Version, Replicas, Ready, Phase, Primary, Timeline, Age', () => {
     const cols = version?.additionalPrinterColumns ?? [];
     const shown = cols.filter((c) => !c.priority).map((c) => [c.name, c.jsonPath, c.type]);
     assert.deepEqual(shown, [
@@ -64,6 +64,8 @@ describe('Database CRD', () => {
       ['Replicas', '.spec.replicas', 'integer'],
       ['Ready', '.status.readyReplicas', 'integer'],
       ['Phase', '.status.phase', 'string'],
+      ['Primary', '.status.currentPrimary', 'string'],
+      ['Timeline', '.status.timeline', 'integer'],
       ['Age', '.metadata.creationTimestamp', 'date'],
     ]);
   });

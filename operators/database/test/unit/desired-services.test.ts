@@ -13,6 +13,7 @@ import {
   endpoints,
   headlessService,
   podDisruptionBudget,
+  primaryDisruptionBudget,
   readOnlyService,
   readWriteService,
   selectorLabels,
@@ -61,7 +62,25 @@ for (const engine of ['postgres', 'mysql'] as const) {
       assert.equal(pdb?.spec?.maxUnavailable, 1);
       assert.equal(pdb?.spec?.minAvailable, undefined);
       assert.equal(pdb?.spec?.unhealthyPodEvictionPolicy, 'AlwaysAllow');
-      assert.deepEqual(pdb?.spec?.selector?.matchLabels, selectorLabels(database(engine)));
+      if (engine === 'mysql') {
+        assert.deepEqual(pdb?.spec?.selector?.matchLabels, selectorLabels(database(engine)));
+        assert.equal(primaryDisruptionBudget(database(engine, { replicas: 3 })), undefined);
+        return;
+      }
+      // postgres: the replicas' budget, and the primary's with maxUnavailable 0 (it moves by switchover).
+      assert.deepEqual(pdb?.spec?.selector?.matchLabels, {
+        ...selectorLabels(database(engine)),
+        [LABEL_ROLE]: 'replica',
+      });
+      assert.equal(primaryDisruptionBudget(database(engine)), undefined);
+      const primary = primaryDisruptionBudget(database(engine, { replicas: 3 }));
+      assert.equal(primary?.metadata.name, 'orders-primary');
+      assert.equal(primary?.spec?.maxUnavailable, 0);
+      assert.equal(primary?.spec?.unhealthyPodEvictionPolicy, 'AlwaysAllow');
+      assert.deepEqual(primary?.spec?.selector?.matchLabels, {
+        ...selectorLabels(database(engine)),
+        [LABEL_ROLE]: 'primary',
+      });
     });
 
     test('endpoints: DNS names of the Services and the port', () => {

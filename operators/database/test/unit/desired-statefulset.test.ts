@@ -66,7 +66,8 @@ for (const engine of ['postgres', 'mysql'] as const satisfies readonly EngineNam
       assert.equal(s.metadata.labels?.['app.kubernetes.io/managed-by'], 'opkit-database-operator');
       assert.equal(s.spec?.replicas, 3);
       assert.equal(s.spec?.serviceName, 'orders-headless');
-      assert.equal(s.spec?.podManagementPolicy, 'OrderedReady');
+      // postgres fails over: a lost pod 0 must not block replacing the others (OrderedReady would).
+      assert.equal(s.spec?.podManagementPolicy, engine === 'postgres' ? 'Parallel' : 'OrderedReady');
       // postgres: the operator rolls the pods (replicas first, the primary last); mysql: the StatefulSet.
       assert.equal(s.spec?.updateStrategy?.type, engine === 'postgres' ? 'OnDelete' : 'RollingUpdate');
       // postgres: the pause process is PID 1 and reaps orphaned probe processes, not the postmaster.

@@ -90,6 +90,7 @@ export const RESERVED_PARAMETERS = {
     'ssl_ca_file',
     'ssl_cert_file',
     'ssl_key_file',
+    'synchronous_standby_names',
     'unix_socket_directories',
     'wal_level',
   ],
@@ -133,6 +134,17 @@ export const PHASES = [
   'Deleting',
 ] as const;
 export type Phase = (typeof PHASES)[number];
+
+/**
+ * Annotation on a Database asking for a planned switchover to one of its pods
+ * (`kubectl annotate db <name> myapp.example.com/switchover-to=<name>-1`); the operator consumes it.
+ */
+export const ANNOTATION_SWITCHOVER_TO = `${GROUP}/switchover-to`;
+/** spec.failoverDelay when unset: seconds the primary may be lost before a failover starts. */
+export const DEFAULT_FAILOVER_DELAY_SECONDS = 10;
+/** The phases of a failover or switchover recorded in status.failover (failover/procedure.ts). */
+export const FAILOVER_PHASES = ['Fencing', 'Promoting', 'Rejoining'] as const;
+export type FailoverPhase = (typeof FAILOVER_PHASES)[number];
 
 export const CONDITION_READY = 'Ready';
 export const CONDITION_PROGRESSING = 'Progressing';
@@ -413,6 +425,28 @@ const spec = s.object(
     priorityClassName: s
       .string({ description: 'PriorityClass of the database pods.', maxLength: 253 })
       .optional(),
+    failoverDelay: s
+      .integer({
+        description:
+          `postgres: seconds the primary may be lost (its pod not Ready, its container crash-looping, its ` +
+          `node NotReady) before the operator fails over to the most advanced replica (default ` +
+          `${DEFAULT_FAILOVER_DELAY_SECONDS}; 0 fails over at once). A deleted primary pod fails over at once.`,
+        minimum: 0,
+        maximum: 3600,
+        format: 'int32',
+      })
+      .optional(),
+    synchronousReplicas: s
+      .integer({
+        description:
+          'postgres: how many replicas must confirm each commit before it is acknowledged ' +
+          "(synchronous_standby_names 'ANY N (...)'); 0 (default) is asynchronous. With N > 0 a failover " +
+          'only promotes a replica once it can prove no acknowledged write is lost. Less than replicas.',
+        minimum: 0,
+        maximum: 4,
+        format: 'int32',
+      })
+      .optional(),
   },
   {
     description: 'DatabaseSpec is the desired state of a Database.',
@@ -432,6 +466,21 @@ const spec = s.object(
         reason: FORBIDDEN,
       },
       reservedParametersRule(),
+      {
+        rule: '!has(self.synchronousReplicas) || self.synchronousReplicas == 0 || self.synchronousReplicas < self.replicas',
+        // A static message: string(int) in a messageExpression is over the API server's cost budget.
+        message:
+          'synchronousReplicas must be less than replicas: each commit waits for that many replicas, and ' +
+          'the primary is not one of them',
+        fieldPath: '.synchronousReplicas',
+        reason: FORBIDDEN,
+      },
+      {
+        rule: "!has(self.synchronousReplicas) || self.synchronousReplicas == 0 || self.engine == 'postgres'",
+        message: 'synchronousReplicas is only supported for postgres',
+        fieldPath: '.synchronousReplicas',
+        reason: FORBIDDEN,
+      },
     ],
   },
 );
@@ -449,6 +498,67 @@ const status = s.object(
         description:
           'The pod the operator designated as the primary: recorded, never derived from ordinals (first <name>-0).',
       })
+      .optional(),
+    timeline: s
+      .integer({
+        format: 'int64',
+        description: "postgres: the primary's timeline (1 at initdb; each promotion starts a new one).",
+      })
+      .optional(),
+    primaryEpoch: s
+      .integer({
+        format: 'int64',
+        description:
+          'postgres: grows with every change of the designated primary (fenced, promoted), so the pods ' +
+          'can tell the newest designation from a stale one.',
+      })
+      .optional(),
+    replicationMode: s
+      .string({
+        description: 'postgres: Asynchronous, or Synchronous (ANY N): how many replicas confirm each commit.',
+      })
+      .optional(),
+    failover: s
+      .object(
+        {
+          reason: s.string({ description: 'Why: PrimaryPodMissing, PrimaryNotReady, Switchover, ...' }),
+          from: s.string({ description: 'The former primary.' }),
+          to: s.string({ description: 'The instance being promoted (once chosen).' }).optional(),
+          phase: s.enum(FAILOVER_PHASES, {
+            description:
+              'Fencing: the former primary is being stopped and taken out of the read-write Service; ' +
+              'Promoting: the most advanced replica is being promoted; Rejoining: the other instances ' +
+              'restart to follow it.',
+          }),
+          switchover: s
+            .boolean({ description: 'A planned switchover (asked for), not a failover.' })
+            .optional(),
+          startedAt: s.string({ description: 'When it started (RFC 3339).' }),
+          message: s.string({ description: 'What it waits for, when it waits.' }).optional(),
+          restarted: s
+            .array(s.string(), { description: 'Instances restarted to follow the new primary.', maxItems: 8 })
+            .optional(),
+        },
+        {
+          description:
+            'postgres: a failover or switchover in progress. Recorded before each step, so a restarted ' +
+            'operator (or a new leader) resumes it where it was.',
+        },
+      )
+      .optional(),
+    lastFailover: s
+      .object(
+        {
+          reason: s.string({ description: 'Why it happened.' }),
+          from: s.string({ description: 'The former primary.' }),
+          to: s.string({ description: 'The promoted instance.' }),
+          switchover: s.boolean({ description: 'A planned switchover.' }).optional(),
+          timeline: s.integer({ format: 'int64', description: 'The new timeline.' }).optional(),
+          startedAt: s.string({ description: 'When it started (RFC 3339).' }),
+          completedAt: s.string({ description: 'When it completed (RFC 3339).' }),
+        },
+        { description: 'postgres: the last completed failover or switchover.' },
+      )
       .optional(),
     systemIdentifier: s
       .string({
@@ -532,7 +642,8 @@ export const Databases = defineCustomResource({
     { name: 'Replicas', jsonPath: '.spec.replicas' },
     { name: 'Ready', jsonPath: '.status.readyReplicas' },
     { name: 'Phase', jsonPath: '.status.phase' },
-    { name: 'Primary', jsonPath: '.status.currentPrimary', priority: 1 },
+    { name: 'Primary', jsonPath: '.status.currentPrimary' },
+    { name: 'Timeline', jsonPath: '.status.timeline', type: 'integer' },
     { name: 'Age', jsonPath: '.metadata.creationTimestamp' },
   ],
   validations: [

@@ -25,31 +25,38 @@ import {
   ConfigMaps,
   type Controller,
   controllerFor,
+  type EventHandler,
   type EventObject,
   Events,
   generationChanged,
   type KubeObject,
   type Manager,
+  type Node,
+  Nodes,
   or,
   type PersistentVolumeClaim,
   PersistentVolumeClaims,
   type Pod,
   PodDisruptionBudgets,
+  type PodExecutor,
   Pods,
   type Predicate,
   type Request,
+  type RequestSink,
   type Resource,
   Secrets,
   Services,
   StatefulSets,
 } from '@opkit/runtime';
 import {
+  ANNOTATION_SWITCHOVER_TO,
   type Database,
   Databases,
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
   MANAGED_BY,
 } from '../../api/v1/database.ts';
+import { FailoverMetrics } from './failover/metrics.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
 
 export const CONTROLLER_NAME = 'database';
@@ -92,6 +99,12 @@ export const rbac: RbacRule[] = [
   // Role labels (primary / replica) on the database pods; readiness for the status; postgres: a pod on an
   // old revision deleted so that it is recreated on the new one (replicas first, the primary last).
   { resource: Pods, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
+  // Failover (postgres): fence, query, promote and restart the instances through their server container.
+  // (get too: API servers before Kubernetes 1.35 authorize the exec upgrade as a get.)
+  { resource: Pods, subresource: 'exec', verbs: ['get', 'create'] },
+  // Failover: whether the primary's node is NotReady or cordoned (a switchover before the drain); watched
+  // so that a cordon (which changes no pod) reaches the Databases with pods on the node.
+  { resource: Nodes, verbs: ['get', 'list', 'watch'] },
   // Volume expansion (patch the request) and the Delete policy (delete the claims).
   { resource: PersistentVolumeClaims, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
   // Events about Databases (events.k8s.io/v1, with series updates).
@@ -101,6 +114,8 @@ export const rbac: RbacRule[] = [
 export interface DatabaseControllerOptions {
   /** Databases reconciled in parallel (default 2). */
   maxConcurrentReconciles?: number;
+  /** pods/exec, for the failover of postgres Databases; without it the operator never fails over. */
+  exec?: PodExecutor;
 }
 
 /** A managed object to the Database named by its instance label (pods and PVCs are not owned by it). */
@@ -111,10 +126,16 @@ export function databaseOf(obj: EventObject): Request[] {
   return [{ namespace: obj.metadata.namespace, name }];
 }
 
-/** Update events of the Database pass when the spec changed or deletion started (not status writes). */
+/**
+ * Update events of the Database pass when the spec changed, deletion started or a switchover was asked
+ * for (the switchover-to annotation; metadata changes do not move the generation), not status writes.
+ */
 export function databasePredicate(): Predicate<Database> {
   return or<Database>(generationChanged<Database>(), {
-    update: (o, n) => o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp,
+    update: (o, n) =>
+      o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp ||
+      o.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO] !==
+        n.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO],
   });
 }
 
@@ -131,6 +152,36 @@ export function podPredicate(): Predicate<Pod> {
       o.status?.phase !== n.status?.phase ||
       o.metadata.deletionTimestamp !== n.metadata.deletionTimestamp,
   };
+}
+
+/** Node updates that matter to a failover: cordoned or not, Ready or not. */
+export function nodePredicate(): Predicate<Node> {
+  const view = (n: EventObject<Node>) =>
+    JSON.stringify([
+      n.spec?.unschedulable ?? false,
+      n.status?.conditions?.find((c) => c.type === 'Ready')?.status,
+    ]);
+  return { create: () => false, delete: () => false, update: (o, n) => view(o) !== view(n) };
+}
+
+/**
+ * A node's events to the Databases with a pod on it (a cordon or a NotReady node changes no pod at
+ * first). The pods come from the cache (managed pods only), asynchronously: the sink is the queue.
+ */
+export function nodeHandler(pods: {
+  list(res: typeof Pods, opts: Record<string, never>): Promise<unknown[]>;
+}): EventHandler<Node> {
+  const each = (node: EventObject<Node>, sink: RequestSink): void => {
+    void pods.list(Pods, {}).then(
+      (all) => {
+        for (const p of all as Pod[]) {
+          if (p.spec?.nodeName === node.metadata.name) for (const r of databaseOf(p)) sink.add(r);
+        }
+      },
+      () => {},
+    );
+  };
+  return { create: each, update: (_o, n, sink) => each(n, sink), delete: each, generic: each };
 }
 
 /** PVC updates that matter: the requested size, the capacity, the phase, resize conditions, deletion. */
@@ -161,6 +212,7 @@ export function setupDatabaseController(
     client: mgr.client,
     reader: cacheReader(mgr.cache),
     recorder: mgr.getEventRecorder(EVENT_SOURCE),
+    ...(opts.exec ? { exec: opts.exec, failoverMetrics: new FailoverMetrics(mgr.metrics.registry) } : {}),
   });
   return controllerFor(mgr, Databases.resource)
     .named(CONTROLLER_NAME)
@@ -172,6 +224,9 @@ export function setupDatabaseController(
     .owns(PodDisruptionBudgets)
     .watches(Pods, databaseOf, { predicates: [podPredicate()] })
     .watches(PersistentVolumeClaims, databaseOf, { predicates: [claimPredicate()] })
+    .watches(Nodes, nodeHandler(mgr.cache as Parameters<typeof nodeHandler>[0]), {
+      predicates: [nodePredicate()],
+    })
     .withOptions({ maxConcurrentReconciles: opts.maxConcurrentReconciles ?? 2 })
     .complete(reconciler);
 }

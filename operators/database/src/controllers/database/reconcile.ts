@@ -58,6 +58,7 @@ import {
   PersistentVolumeClaims,
   type Pod,
   PodDisruptionBudgets,
+  type PodExecutor,
   Pods,
   patchStatus,
   type ReconcileContext,
@@ -92,6 +93,7 @@ import {
   endpoints,
   headlessService,
   podDisruptionBudget,
+  primaryDisruptionBudget,
   readOnlyService,
   readWriteService,
   statefulSet,
@@ -100,6 +102,8 @@ import { selectorString } from './desired/labels.ts';
 import { childNames, DERIVED_SECRET_KEYS, initialPrimaryPod } from './desired/names.ts';
 import { engineFor } from './engines/index.ts';
 import type { ClusterObservation } from './engines/types.ts';
+import type { FailoverMetrics } from './failover/metrics.ts';
+import { liveConfigData, runFailover } from './failover/procedure.ts';
 import { instanceEvents, instanceStatuses } from './instances.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
 import { syncRoleLabels } from './roles.ts';
@@ -140,6 +144,11 @@ export interface ReconcilerDeps {
   recorder: Recorder;
   /** Time for condition transitions (tests). */
   now?: Now;
+  /** pods/exec: how the operator fails over (postgres). Without it, no automatic failover. */
+  exec?: PodExecutor;
+  failoverMetrics?: FailoverMetrics;
+  /** The clock of failover decisions, ms (tests). */
+  clock?: () => number;
 }
 
 /** A Reader over the informer cache (objects are frozen: never mutate them, copy first). */
@@ -305,6 +314,8 @@ class Run {
   credentials: Record<string, string> | undefined;
   /** The CA and the server certificate's renewal time once the TLS step ran. */
   tlsState: TlsState | undefined;
+  /** The failover procedure asks to look again in this many ms. */
+  failoverRequeueMs: number | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
@@ -657,6 +668,28 @@ class Run {
       labelSelector: selectorString(this.spec),
     });
     this.cluster = engine.observe(this.spec, this.db.status, this.pods);
+    const exec = this.deps.exec;
+    if (!engine.failover || !exec || this.spec.spec.replicas < 2) return;
+    const outcome = await this.step('Pod', this.db.metadata.name ?? '', async () =>
+      runFailover({
+        client: this.client,
+        exec,
+        db: this.db,
+        spec: this.spec,
+        pods: this.pods,
+        configData: await liveConfigData(this.deps.reader, this.db),
+        now: this.deps.clock ?? Date.now,
+        signal: this.signal,
+        log: this.log,
+        normal: (reason, action, note) => this.normal(reason, action, note),
+        warning: (reason, action, note) => this.warning(reason, action, note),
+        metrics: this.deps.failoverMetrics,
+      }),
+    );
+    this.db = outcome.db;
+    this.failoverRequeueMs = outcome.requeueMs;
+    this.cluster = engine.observe(this.spec, this.db.status, this.pods);
+    if (outcome.fenced) this.cluster.record.fenced = true;
   }
 
   async config(): Promise<string> {
@@ -695,8 +728,11 @@ class Run {
     }
     // volumeClaimTemplates are immutable: compare and update everything else.
     const grown = grownTemplates(live, desired);
-    if (desired.spec && live.spec)
+    if (desired.spec && live.spec) {
       desired.spec.volumeClaimTemplates = structuredClone(live.spec.volumeClaimTemplates);
+      // Immutable too: a StatefulSet created OrderedReady by an earlier operator version keeps it.
+      if (live.spec.podManagementPolicy) desired.spec.podManagementPolicy = live.spec.podManagementPolicy;
+    }
     const fromReplicas = live.spec?.replicas ?? 1;
     const toReplicas = desired.spec?.replicas ?? 1;
     const fromImage = mainImage(live);
@@ -784,6 +820,9 @@ class Run {
     const desired = podDisruptionBudget(this.spec);
     if (desired) await this.ensure(PodDisruptionBudgets, desired);
     else await this.remove(PodDisruptionBudgets, this.db.metadata.name ?? '');
+    const primary = primaryDisruptionBudget(this.spec);
+    if (primary) await this.ensure(PodDisruptionBudgets, primary);
+    else await this.remove(PodDisruptionBudgets, `${this.db.metadata.name ?? ''}-primary`);
   }
 
   /**
@@ -845,7 +884,14 @@ class Run {
       labelSelector: selectorString(this.spec),
     });
     const changes = await this.step('Pod', stsName, () =>
-      syncRoleLabels(this.client, this.ns, stsName, this.pods, this.signal, this.cluster?.record.primary),
+      syncRoleLabels(
+        this.client,
+        this.ns,
+        stsName,
+        this.pods,
+        this.signal,
+        this.cluster?.record.fenced ? null : this.cluster?.record.primary,
+      ),
     );
     if (changes.length > 0) {
       const byPod = new Map(changes.map((c) => [c.pod, c.to]));
@@ -854,7 +900,10 @@ class Run {
         const role = byPod.get(p.metadata.name ?? '');
         if (!role) return p;
         const copy = structuredClone(p) as Pod;
-        copy.metadata.labels = { ...(copy.metadata.labels ?? {}), [ROLE_LABEL]: role };
+        const labels = { ...(copy.metadata.labels ?? {}) };
+        if (role === 'none') delete labels[ROLE_LABEL];
+        else labels[ROLE_LABEL] = role;
+        copy.metadata.labels = labels;
         return copy;
       });
       this.normal(
@@ -1002,7 +1051,8 @@ export async function reconcileDatabase(
 
   // A step failed before the spec was applied (the cluster's own failures come after applying it).
   const stepFailed = failure ?? retry;
-  if (!failure && retry === undefined && run.cluster?.failure) {
+  const failingOver = run.db.status?.failover !== undefined || run.failoverRequeueMs !== undefined;
+  if (!failure && retry === undefined && run.cluster?.failure && !failingOver) {
     failure = run.cluster.failure;
     run.warning(failure.reason, 'Reconcile', failure.message);
   }
@@ -1049,6 +1099,12 @@ export async function reconcileDatabase(
     if (err instanceof NotFoundError) return;
     if (retry === undefined && failure === undefined) throw err;
   }
+  // The failover procedure's own status writes count too: a cache that has not seen them yet must not
+  // hand the pods the record from before them (that would undo a fencing).
+  const rv = run.db.metadata.resourceVersion;
+  const seen = written.get(key);
+  if (rv && (!seen || newer(rv, seen.resourceVersion)))
+    written.set(key, { resourceVersion: rv, status: run.db.status });
   if (failure) throw new TerminalError(failure.message);
   if (retry !== undefined) throw retry;
   // The StatefulSet is being deleted (orphan) to be recreated: its deletion event wakes us, but check
@@ -1057,7 +1113,12 @@ export async function reconcileDatabase(
   // The server certificate's renewal, when it falls before the next periodic resync could come.
   const renewIn =
     (run.tlsState?.renewAt?.getTime() ?? Number.POSITIVE_INFINITY) - (deps.now?.() ?? new Date()).getTime();
-  if (renewIn < RENEWAL_LOOKAHEAD_MS) return requeueAfter(Math.max(renewIn, 1_000));
+  const renewWait = Math.max(renewIn, 1_000);
+  // A failover in progress looks again soon (and never later than a due renewal).
+  if (run.failoverRequeueMs !== undefined) {
+    return requeueAfter(Math.min(Math.max(200, run.failoverRequeueMs), renewWait));
+  }
+  if (renewIn < RENEWAL_LOOKAHEAD_MS) return requeueAfter(renewWait);
   return;
 }
 

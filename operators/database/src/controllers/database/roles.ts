@@ -25,23 +25,32 @@ export function roleOf(ordinal: number, primaryOrdinal = 0): Role {
 export interface RoleChange {
   pod: string;
   from: string | undefined;
-  to: Role;
+  /** 'none': the label is removed (the fenced primary while a failover is pending). */
+  to: Role | 'none';
 }
 
 /**
  * The pods whose role label must change (pure). Pods being deleted are left alone. `primary`: the
- * designated primary's pod name (default `<statefulset>-0`).
+ * designated primary's pod name (default `<statefulset>-0`); null while a failover is pending: nobody is
+ * the primary, the pod labelled primary loses its label (the read-write Service empties; it does not join
+ * the read-only one either), the others are replicas.
  */
-export function roleChanges(statefulSetName: string, pods: readonly Pod[], primary?: string): RoleChange[] {
-  const primaryOrdinal = podOrdinal(statefulSetName, primary ?? `${statefulSetName}-0`) ?? 0;
+export function roleChanges(
+  statefulSetName: string,
+  pods: readonly Pod[],
+  primary?: string | null,
+): RoleChange[] {
+  const primaryOrdinal =
+    primary === null ? -1 : (podOrdinal(statefulSetName, primary ?? `${statefulSetName}-0`) ?? 0);
   const changes: RoleChange[] = [];
   for (const pod of pods) {
     if (pod.metadata.deletionTimestamp) continue;
     const ordinal = podOrdinal(statefulSetName, pod.metadata.name);
     if (ordinal === undefined) continue;
-    const to = roleOf(ordinal, primaryOrdinal);
     const from = pod.metadata.labels?.[ROLE_LABEL];
-    if (from !== to) changes.push({ pod: pod.metadata.name ?? '', from, to });
+    let to: RoleChange['to'] = roleOf(ordinal, primaryOrdinal);
+    if (primary === null && (from === ROLE_PRIMARY || from === undefined)) to = 'none';
+    if ((from ?? 'none') !== to) changes.push({ pod: pod.metadata.name ?? '', from, to });
   }
   return changes.sort((a, b) => a.pod.localeCompare(b.pod));
 }
@@ -56,7 +65,7 @@ export async function syncRoleLabels(
   statefulSetName: string,
   pods: readonly Pod[],
   signal?: AbortSignal,
-  primary?: string,
+  primary?: string | null,
 ): Promise<RoleChange[]> {
   const changes = roleChanges(statefulSetName, pods, primary);
   const done: RoleChange[] = [];
@@ -64,7 +73,7 @@ export async function syncRoleLabels(
     const pod = pods.find((p) => p.metadata.name === change.pod);
     const body = {
       metadata: {
-        labels: { [ROLE_LABEL]: change.to },
+        labels: { [ROLE_LABEL]: change.to === 'none' ? null : change.to },
         ...(pod?.metadata.uid ? { uid: pod.metadata.uid } : {}),
       },
     };

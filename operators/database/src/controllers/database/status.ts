@@ -90,7 +90,7 @@ function readyCount(o: Observed): number {
 }
 
 /** Phases in which the Database had been running (so lost replicas are Degraded, not Provisioning). */
-function hadRun(prev: DatabaseStatus | undefined): boolean {
+export function hadRun(prev: DatabaseStatus | undefined): boolean {
   const phase = prev?.phase as Phase | undefined;
   if (phase === 'Running' || phase === 'Updating' || phase === 'Degraded') return true;
   // A failure after running: remember through the Ready condition's last True.
@@ -224,10 +224,15 @@ export function computeStatus(
   set('phase', decision.phase);
   set('replicas', st?.replicas ?? 0);
   set('readyReplicas', readyCount(o));
-  set('currentPrimary', primary && isPodReady(primary) ? primary.metadata.name : undefined);
+  const fenced = o.cluster?.record.fenced === true;
+  set('currentPrimary', primary && !fenced && isPodReady(primary) ? primary.metadata.name : undefined);
   if (o.cluster) {
     set('targetPrimary', o.cluster.record.primary);
     set('systemIdentifier', o.cluster.record.systemIdentifier);
+    const sync = db.spec.synchronousReplicas ?? 0;
+    set('replicationMode', sync > 0 ? `Synchronous (ANY ${sync})` : 'Asynchronous');
+    if (status.timeline === undefined && o.cluster.timeline !== undefined)
+      set('timeline', o.cluster.timeline);
   }
   if (o.instances !== undefined) set('instances', o.instances);
   if (o.endpoints !== undefined) set('endpoints', o.endpoints);

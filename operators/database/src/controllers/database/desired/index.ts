@@ -69,7 +69,7 @@ export { withDefaults } from './defaults.ts';
 export { DEFAULT_CLUSTER_DOMAIN, type Endpoints, endpoints } from './endpoints.ts';
 export * from './labels.ts';
 export * from './names.ts';
-export { podDisruptionBudget } from './pdb.ts';
+export { podDisruptionBudget, primaryDisruptionBudget } from './pdb.ts';
 export { compareQuantities, parseQuantity } from './quantity.ts';
 export {
   credentialsSecret,

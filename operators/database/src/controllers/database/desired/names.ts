@@ -98,6 +98,8 @@ export const PASSWORD_KEYS = [
  */
 export const CLUSTER_KEYS = {
   primary: 'cluster-primary',
+  /** Grows with every change of the designated primary (status.primaryEpoch): see postgres/designation.ts. */
+  epoch: 'cluster-primary-epoch',
   systemIdentifier: 'cluster-system-identifier',
   /** The pods spec.replicas asks for, one per line: slots of other pods are dropped on the primary. */
   instances: 'cluster-instances',

@@ -1,7 +1,10 @@
 /**
  * The StatefulSet `<name>`: one pod per instance, `<name>-0` first (OrderedReady: a replica only starts
- * once the pods before it, the primary first, are Ready), rolling updates from the highest ordinal down
- * (mysql), or by the operator, replicas first and the primary last (postgres: OnDelete, rollout.ts). Each pod gets a PVC `data-<name>-N` of spec.storage; the PVCs are kept
+ * once the pods before it, the primary first, are Ready; Parallel for the engines that fail over, whose
+ * replicas wait for the primary by themselves, so that a lost pod 0 never blocks replacing the others.
+ * podManagementPolicy is immutable: the reconcile keeps the live StatefulSet's), rolling updates from the
+ * highest ordinal down (mysql), or by the operator, replicas first and the primary last (postgres: OnDelete,
+ * rollout.ts). Each pod gets a PVC `data-<name>-N` of spec.storage; the PVCs are kept
  * on scale-down and deletion (persistentVolumeClaimRetentionPolicy Retain/Retain): removing data is only
  * ever an explicit decision (deletionPolicy Delete, carried out by the reconciler).
  *
@@ -99,6 +102,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
     containers: pod.containers,
     volumes: pod.volumes,
   };
+  if (pod.shareProcessNamespace) podSpec.shareProcessNamespace = true;
   if (d.spec.nodeSelector) podSpec.nodeSelector = { ...d.spec.nodeSelector };
   if (d.spec.tolerations) podSpec.tolerations = d.spec.tolerations.map((t) => ({ ...t }));
   if (d.spec.priorityClassName) podSpec.priorityClassName = d.spec.priorityClassName;
@@ -113,7 +117,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
     spec: {
       replicas: d.spec.replicas,
       serviceName: names.headless,
-      podManagementPolicy: 'OrderedReady',
+      podManagementPolicy: engine.failover ? 'Parallel' : 'OrderedReady',
       // postgres: the operator rolls the pods (rollout.ts); null removes a rollingUpdate left from before.
       updateStrategy: engine.operatorRollout
         ? { type: 'OnDelete', rollingUpdate: null as unknown as undefined }

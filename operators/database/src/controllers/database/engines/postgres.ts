@@ -39,6 +39,7 @@ import {
   valueEnv,
 } from './common.ts';
 import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
+import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
 import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
@@ -47,6 +48,8 @@ import { roleVerifier } from './postgres/scram.ts';
 import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
 
 export * from './postgres/credentials.ts';
+export * from './postgres/designation.ts';
+export * from './postgres/failover.ts';
 export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
@@ -200,6 +203,9 @@ export function userSettings(db: DefaultedDatabase, reserved: readonly string[])
  */
 export function postgresConf(db: DefaultedDatabase, paths: PostgresPaths = POD_PATHS): string {
   const managed = managedSettings(paths);
+  const sync = synchronousStandbyNames(db.metadata.name ?? '', db.spec.synchronousReplicas ?? 0);
+  // Only when asked for: an asynchronous Database renders (and hashes) as before.
+  if (sync) managed.push(['synchronous_standby_names', sync]);
   const line = ([k, v]: [string, string]) => `${k} = ${pgQuote(v)}`;
   const reserved = [...RESERVED_PARAMETERS.postgres, ...managed.map(([k]) => k)];
   return [
@@ -443,10 +449,11 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       { name: 'shm', emptyDir: { medium: 'Memory' } },
     ],
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
-    // An exec probe that times out (5 s, a loaded node) is killed, and its psql, orphaned, was reparented
-    // to the postmaster as the container's PID 1, died of SIGPIPE and was reaped by the postmaster as a
-    // crashed backend: "server process was terminated by signal 13", every connection reset, crash
-    // recovery (seen on real pods). With one process namespace the pause process is PID 1 and reaps it.
+    // Not postgres as PID 1: a process orphaned in the container (a probe's or an exec's psql whose
+    // shell was killed on timeout) is re-parented to PID 1, and a postmaster that reaps a child killed
+    // by a signal takes it for a crashed backend and restarts every backend (PostgreSQL <= 16; seen on
+    // real pods under load as "server process ... terminated by signal 13", then spurious failovers).
+    // With a shared process namespace the pod's pause process is PID 1 and reaps them.
     shareProcessNamespace: true,
   };
 }
@@ -477,7 +484,8 @@ export function postgresVerifiers(
 /** The cluster record the pods read: the designated primary and the system identifier once known. */
 export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterRecord): Record<string, string> {
   return {
-    [CLUSTER_KEYS.primary]: cluster?.primary ?? initialPrimaryPod(db),
+    [CLUSTER_KEYS.primary]: cluster?.fenced ? FENCED_PRIMARY : (cluster?.primary ?? initialPrimaryPod(db)),
+    [CLUSTER_KEYS.epoch]: String(cluster?.epoch ?? 0),
     [CLUSTER_KEYS.systemIdentifier]: cluster?.systemIdentifier ?? '',
     [CLUSTER_KEYS.instances]: Array.from({ length: db.spec.replicas }, (_, i) => `${podName(db, i)}\n`).join(
       '',
@@ -506,6 +514,7 @@ export const postgres: Engine = {
   }),
   pod: postgresPod,
   observe: observePostgres,
+  failover: true,
   imageProblem: (db) => postgresImageProblem(db.spec.image, db.spec.version),
   derivedSecretData: postgresVerifiers,
   tls: true,

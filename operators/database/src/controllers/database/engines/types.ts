@@ -67,12 +67,17 @@ export interface ClusterRecord {
   primary: string;
   /** The cluster's identity (PostgreSQL system identifier), once an instance reported it. */
   systemIdentifier?: string;
+  /** A failover is pending: no instance is the primary (the pods get FENCED_PRIMARY). */
+  fenced?: boolean;
+  /** status.primaryEpoch: grows with every change of designation. */
+  epoch?: number;
 }
 
 /** What the operator recorded in the Database's status about its cluster. */
 export interface ClusterStatus {
   targetPrimary?: string;
   systemIdentifier?: string;
+  primaryEpoch?: number;
 }
 
 /** An instance that refused to start, as it reported it. */
@@ -87,6 +92,8 @@ export interface InstanceProblem {
 export interface ClusterObservation {
   record: ClusterRecord;
   problems: InstanceProblem[];
+  /** The designated primary's timeline, as it last reported it. */
+  timeline?: number;
   /** A failure retrying cannot fix (the data is gone): the Database goes Failed with this. */
   failure?: { reason: string; message: string };
   /** What each pod's last start reported (instance.sh), by pod name. */
@@ -142,6 +149,12 @@ export interface Engine {
    * (`<name>-server`) the pods mount, and the application's connection Secret (`<name>-app`).
    */
   readonly tls?: boolean;
+  /**
+   * The engine fails over by itself (postgres): its pods start in parallel (a lost primary must not block
+   * replacing the others) and the primary has a PodDisruptionBudget of its own (maxUnavailable 0: it moves
+   * by switchover, never by eviction).
+   */
+  readonly failover?: boolean;
   /** Why spec.image cannot run spec.version (checked before the StatefulSet is written), if it cannot. */
   imageProblem?(db: DefaultedDatabase): string | undefined;
 }

@@ -12,10 +12,14 @@
  * the superuser (peer authentication), so no password is involved and editing the Secret can never take
  * every pod out of the Services.
  * Env: POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, PGHOST (the socket directory), PGPORT;
- * POSTGRES_USER, MAX_LAG_BYTES; the designated primary is read from the mounted ConfigMap when present
- * (PRIMARY_FILE, default /etc/opkit/cluster-primary), which the kubelet updates in place.
+ * POSTGRES_USER, MAX_LAG_BYTES; the designated primary is the newest of the mounted ConfigMap's copy
+ * and the operator's designation file (designation.ts), else the env.
+ * During a failover (designation `none`): an instance out of recovery is fenced, neither ready nor live
+ * (the restart waits for the new primary); a replica stays ready (it serves reads, and follows the new
+ * primary once named). An instance out of recovery that is not the designated primary fails liveness
+ * too: the restart makes it rejoin as a replica, should the operator be unable to stop it.
  */
-import { CLUSTER_KEYS, CONFIG_DIR } from '../../desired/names.ts';
+import { designationShell } from './designation.ts';
 
 /** The default bound of a ready replica's replay lag. */
 export const DEFAULT_MAX_LAG_BYTES = 64 * 1024 * 1024;
@@ -26,11 +30,11 @@ export function healthScript(): string {
 set -u
 mode=\${1:-ready}
 : "\${POD_NAME:?}" "\${PRIMARY_POD:?}" "\${PRIMARY_HOST:?}" "\${PRIMARY_PORT:?}" "\${PGHOST:?}" "\${PGPORT:?}"
-# The designated primary now: the mounted ConfigMap is updated in place, PRIMARY_POD (env) only at
-# container start, so after a change of primary the env would judge against the former one.
-primary_file=\${PRIMARY_FILE:-${CONFIG_DIR}/${CLUSTER_KEYS.primary}}
-if [ -s "$primary_file" ]; then
-  current=$(cat "$primary_file")
+# The designated primary now: PRIMARY_POD (env) is read at container start only, so after a change of
+# primary the env would judge against the former one.
+${designationShell()}
+current=$(designation | cut -d' ' -f1)
+if [ -n "$current" ]; then
   PRIMARY_HOST="$current.\${PRIMARY_HOST#*.}"
   PRIMARY_POD=$current
 fi
@@ -71,9 +75,13 @@ if [ "$POD_NAME" = "$PRIMARY_POD" ]; then
   exit 0
 fi
 
+if [ "$PRIMARY_POD" = "$fenced" ]; then
+  if [ "$recovery" = t ]; then exit 0; fi
+  echo "$POD_NAME is fenced: a failover is in progress and no instance is the primary"
+  exit 1
+fi
 if [ "$recovery" != t ]; then
-  echo "$POD_NAME is a replica but not in recovery (it acts as a primary)"
-  [ "$mode" = live ] && exit 0
+  echo "$POD_NAME is a replica but not in recovery (it acts as a primary; $PRIMARY_POD is the designated one)"
   exit 1
 fi
 if [ "$receiver" != streaming ] || [ "$sender" != "$PRIMARY_HOST" ]; then

@@ -33,7 +33,11 @@ export function observePostgres(
   ) {
     systemIdentifier = own.systemIdentifier;
   }
-  const record = { primary, ...(systemIdentifier ? { systemIdentifier } : {}) };
+  const record = {
+    primary,
+    ...(systemIdentifier ? { systemIdentifier } : {}),
+    ...(prev?.primaryEpoch ? { epoch: prev.primaryEpoch } : {}),
+  };
   const starts: Record<string, InstanceStart> = {};
   for (const { pod, report } of reports) {
     if (!report?.result) continue;
@@ -49,8 +53,9 @@ export function observePostgres(
       ? [{ pod, reason: report.result, message: report.message ?? report.result }]
       : [],
   );
+  const timeline = own?.timeline !== undefined ? { timeline: own.timeline } : {};
   if (own?.result !== INSTANCE_RESULTS.emptyPrimary || !systemIdentifier)
-    return { record, problems, reports: starts };
+    return { record, problems, reports: starts, ...timeline };
   const holders = reports
     .filter(
       (r) =>
@@ -78,5 +83,5 @@ export function observePostgres(
             `operator does not initialize a new, empty primary over it: ${primary} stays down until a ` +
             'replica holding the data is the primary or its volume is restored.',
         };
-  return { record, problems, failure, reports: starts };
+  return { record, problems, failure, reports: starts, ...timeline };
 }

@@ -17,9 +17,18 @@
  * primary_slot_name on the server's command line, over TLS (sslmode=verify-full against the Database's CA):
  * nothing with a password is written to the data directory (the replication password is in a passfile on an in-memory volume, written from the env).
  *
+ * Failover (failover/procedure.ts): while a failover is pending the designated primary is `none`: the
+ * script does not start a server, it waits (FENCE_WAIT_SECONDS, default 600, then refuses `fenced` and
+ * the kubelet starts it again) until a designation newer than its wait names the new primary, then goes
+ * on as that primary's replica (or as the primary). A designated primary also waits when the newest
+ * designation in its files (designation.ts) names someone else: a fenced primary restarted by the kubelet
+ * never comes back as a primary on a stale env. A designated primary whose data is a standby's starts as
+ * a standby only while the operator's designation file names it (the operator is promoting it).
+ *
  * The outcome goes to the container's termination message (key=value lines, no secret), which the
  * kubelet puts in the pod's status: that is how the operator learns the system identifier and refusals.
  */
+import { designationShell } from './designation.ts';
 import { initSql } from './init-sql.ts';
 
 /** The results the script reports; the refusals exit non-zero. */
@@ -35,6 +44,7 @@ export const INSTANCE_RESULTS = {
   standbyAsPrimary: 'standby-as-primary',
   imageVersion: 'image-version',
   primaryUnreachable: 'primary-unreachable',
+  fenced: 'fenced',
 } as const;
 export type InstanceResult = (typeof INSTANCE_RESULTS)[keyof typeof INSTANCE_RESULTS];
 
@@ -64,6 +74,7 @@ mode=\${1:-start}
 cluster_id=\${CLUSTER_SYSTEM_ID:-}
 wait_seconds=\${WAIT_SECONDS:-600}
 repair_wait_seconds=\${REPAIR_WAIT_SECONDS:-30}
+fence_wait_seconds=\${FENCE_WAIT_SECONDS:-600}
 termination_log=\${TERMINATION_LOG:-/dev/termination-log}
 slot=$(printf 'opkit_%s' "$POD_NAME" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9_' '_' | cut -c1-63)
 result=''
@@ -89,6 +100,29 @@ refuse() {
   log "$2"
   report "$1" "$2"
   exit 1
+}
+
+${designationShell()}
+# A failover is pending: wait for the operator to name the new primary (a designation newer than now).
+wait_designation() {
+  marker="$(dirname "$designation_file")/fence-wait"
+  mkdir -p "$(dirname "$marker")" && : >"$marker" || marker=''
+  log "$1: waiting for the operator to name the primary"
+  waited=0
+  while :; do
+    set -- $(designation "$marker")
+    if [ -n "\${1:-}" ] && [ "$1" != "$fenced" ]; then
+      PRIMARY_HOST="$1.\${PRIMARY_HOST#*.}"
+      PRIMARY_POD=$1
+      log "the primary is $PRIMARY_POD"
+      return 0
+    fi
+    if [ "$waited" -ge "$fence_wait_seconds" ]; then
+      refuse ${R.fenced} "$POD_NAME is fenced: a failover is in progress and no primary was named within \${fence_wait_seconds}s"
+    fi
+    sleep 2
+    waited=$((waited + 2))
+  done
 }
 
 # The replication password, for libpq only: a passfile (0600) on an in-memory volume, from the Secret's
@@ -215,6 +249,14 @@ if [ -n "\${PG_MAJOR:-}" ]; then
 fi
 
 write_passfile
+if [ "$PRIMARY_POD" = "$fenced" ]; then
+  wait_designation "a failover is in progress (no primary is designated)"
+elif [ "$PRIMARY_POD" = "$POD_NAME" ]; then
+  set -- $(designation)
+  if [ -n "\${1:-}" ] && [ "$1" != "$POD_NAME" ]; then
+    wait_designation "$POD_NAME is the primary by its env, but the newest designation is \${1} (epoch \${2:-0})"
+  fi
+fi
 if [ "$POD_NAME" = "$PRIMARY_POD" ]; then role=primary; else role=replica; fi
 if [ -s "$PGDATA/PG_VERSION" ] && [ -s "$PGDATA/global/pg_control" ]; then
   id=$(local_id)
@@ -222,7 +264,11 @@ if [ -s "$PGDATA/PG_VERSION" ] && [ -s "$PGDATA/global/pg_control" ]; then
     refuse ${R.foreign} "$PGDATA holds system identifier $id, this Database's is $cluster_id: refusing to start on another cluster's data. Move the data away or delete the volume of $POD_NAME"
   fi
   if [ "$role" = primary ]; then
-    if [ -e "$PGDATA/standby.signal" ]; then
+    promoting=''
+    if [ -s "$designation_file" ]; then read -r promoting _ <"$designation_file" || true; fi
+    if [ -e "$PGDATA/standby.signal" ] && [ "$promoting" = "$POD_NAME" ]; then
+      log "$POD_NAME is being promoted by the operator: starting as a standby until it is"
+    elif [ -e "$PGDATA/standby.signal" ]; then
       refuse ${R.standbyAsPrimary} "$POD_NAME is the designated primary but holds a standby's data directory: refusing to start it as a standby of itself"
     fi
     result=${R.existing}

@@ -1,0 +1,578 @@
+/**
+ * The failover procedure, recorded in status.failover before each step so that a restarted operator (or
+ * a new leader) resumes it where it was. Each step is idempotent; each phase change is one status write
+ * guarded by the resourceVersion the decision was made on (a stale cache never starts a second one).
+ *
+ *   (start)    decide.ts says the primary is lost (or a switchover is asked for), and a primary that is
+ *              only not Ready does not answer as a primary through exec either (a probe that timed out
+ *              on a loaded node is no reason to fail over): status.failover =
+ *              {phase Fencing, reason, from}, primaryEpoch + 1. The reconcile then hands the pods `none`
+ *              as the primary (ConfigMap) and removes the primary's role label (the read-write Service
+ *              empties).
+ *   Fencing    once the ConfigMap says `none` and no pod carries role=primary: the former primary is
+ *              stopped (pods/exec: its designation file says `none`, then `pg_ctl stop -m fast`, which
+ *              sends the remaining WAL to the connected standbys). Confirmed when that succeeded, or its
+ *              pod or server container is gone, or its node has been NotReady for failoverDelay (then it
+ *              cannot be reached: the kubelet on that node took it out of the Services, and should it come
+ *              back it sees `none` and waits; its liveness fails while it acts as a primary that is not
+ *              the designated one). Then each candidate replica is queried (WAL received, replayed,
+ *              timeline) and the most advanced is chosen (decide.ts; synchronous mode needs a quorum):
+ *              status.targetPrimary = chosen and phase Promoting, in ONE write.
+ *   Promoting  `pg_ctl promote -w` on the chosen one (its designation file first names it), then every
+ *              reachable pod's designation file names it: phase Rejoining, primaryEpoch + 1, the timeline.
+ *              The reconcile hands the pods the new primary and moves the role labels.
+ *   Rejoining  once the ConfigMap names the new primary, every other instance that does not stream from
+ *              it is restarted (a fast shutdown; the kubelet starts it again and instance.sh follows the
+ *              new primary, rewinding or cloning as needed). Done when the new primary is Ready:
+ *              status.lastFailover, Events, status.failover cleared. The former primary rejoins by itself
+ *              when it comes back (it may be on a dead node: nothing waits for it).
+ */
+import {
+  type Client,
+  ConfigMaps,
+  ConflictError,
+  type Logger,
+  type Node,
+  Nodes,
+  NotFoundError,
+  type Pod,
+  type PodExecutor,
+  patchStatus,
+  withTypeMeta,
+} from '@opkit/runtime';
+import {
+  ANNOTATION_SWITCHOVER_TO,
+  type Database,
+  type DatabaseStatus,
+  Databases,
+  DEFAULT_FAILOVER_DELAY_SECONDS,
+  type DefaultedDatabase,
+  ROLE_LABEL,
+  ROLE_PRIMARY,
+} from '../../../api/v1/database.ts';
+import { CLUSTER_KEYS, childNames } from '../desired/names.ts';
+import {
+  designateCommand,
+  FENCED_PRIMARY,
+  fenceCommand,
+  type InstanceState,
+  parseInstanceState,
+  promoteCommand,
+  restartCommand,
+  stateCommand,
+} from '../engines/postgres/failover.ts';
+import { slotName } from '../engines/postgres/instance.ts';
+import { podOrdinal } from '../roles.ts';
+import { hadRun, isPodReady } from '../status.ts';
+import {
+  type CandidateState,
+  candidatePods,
+  chooseCandidate,
+  decideFailover,
+  FAILOVER_REASONS,
+  type FailoverInput,
+  nodeReady,
+  position,
+  SERVER_CONTAINER,
+  serverRunning,
+  timeOf,
+} from './decide.ts';
+import type { FailoverMetrics } from './metrics.ts';
+
+export type FailoverRecord = NonNullable<DatabaseStatus['failover']>;
+
+/** What the procedure needs from the reconcile. */
+export interface FailoverContext {
+  client: Client;
+  exec: PodExecutor;
+  /** The Database as read (its status is the record); replaced by what each status write returns. */
+  db: Database;
+  spec: DefaultedDatabase;
+  /** The Database's pods (from the cache). */
+  pods: readonly Pod[];
+  /** The live ConfigMap's data (from the cache), to know what the pods were handed. */
+  configData: Readonly<Record<string, string>> | undefined;
+  now: () => number;
+  signal?: AbortSignal | undefined;
+  log?: Logger | undefined;
+  normal(reason: string, action: string, note: string): void;
+  warning(reason: string, action: string, note: string): void;
+  metrics?: FailoverMetrics | undefined;
+}
+
+export interface FailoverOutcome {
+  /** The Database after the procedure's status writes. */
+  db: Database;
+  /** A failover is pending: the pods get `none`, no pod is labelled primary. */
+  fenced: boolean;
+  /** Look again in this many ms (waiting for failoverDelay, a step to take effect, a retry). */
+  requeueMs?: number;
+}
+
+/** Exec timeout: a fast shutdown is bounded at 50 s by the commands themselves. */
+const EXEC_TIMEOUT_MS = 60_000;
+const QUERY_TIMEOUT_MS = 20_000;
+/** How long a primary that is not Ready gets to answer before it is failed over. */
+const CONFIRM_TIMEOUT_MS = 15_000;
+/** How soon to look again while a step takes effect. */
+const STEP_MS = 1_000;
+const RETRY_MS = 3_000;
+
+function isoNow(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+class Procedure {
+  readonly ctx: FailoverContext;
+  readonly ns: string;
+  readonly name: string;
+  readonly headless: string;
+  db: Database;
+
+  constructor(ctx: FailoverContext) {
+    this.ctx = ctx;
+    this.db = ctx.db;
+    this.ns = ctx.db.metadata.namespace ?? 'default';
+    this.name = ctx.db.metadata.name ?? '';
+    this.headless = childNames(ctx.db).headless;
+  }
+
+  get status(): DatabaseStatus {
+    return (this.db.status ?? {}) as DatabaseStatus;
+  }
+
+  get primary(): string {
+    return this.status.targetPrimary ?? `${this.name}-0`;
+  }
+
+  get epoch(): number {
+    return this.status.primaryEpoch ?? 0;
+  }
+
+  pod(name: string | undefined): Pod | undefined {
+    return this.ctx.pods.find((p) => p.metadata.name === name);
+  }
+
+  /** One status write on top of the version read (ConflictError when it changed meanwhile). */
+  async write(mutate: (s: DatabaseStatus) => void): Promise<void> {
+    const result = await patchStatus(
+      this.ctx.client,
+      Databases.resource,
+      this.db,
+      (prev) => {
+        const next = structuredClone(prev) as DatabaseStatus;
+        mutate(next);
+        return next as typeof prev;
+      },
+      { optimisticLock: true, signal: this.ctx.signal },
+    );
+    if (result.changed) this.db = withTypeMeta(Databases.resource, result.object as Database);
+  }
+
+  async exec(pod: string, command: readonly string[], timeoutMs = EXEC_TIMEOUT_MS) {
+    return this.ctx.exec.exec(
+      { namespace: this.ns, name: pod },
+      {
+        container: SERVER_CONTAINER,
+        command,
+        timeoutMs,
+        ...(this.ctx.signal ? { signal: this.ctx.signal } : {}),
+      },
+    );
+  }
+
+  async nodes(names: Iterable<string | undefined>): Promise<Map<string, Node>> {
+    const out = new Map<string, Node>();
+    for (const n of new Set(names)) {
+      if (!n) continue;
+      try {
+        out.set(n, await this.ctx.client.get(Nodes, { name: n }, { signal: this.ctx.signal }));
+      } catch (err) {
+        // Unknown nodes count as Ready: the pod's own state decides.
+        if (!(err instanceof NotFoundError)) this.ctx.log?.debug({ err, node: n }, 'cannot read node');
+      }
+    }
+    return out;
+  }
+
+  delayMs(): number {
+    return (this.ctx.spec.spec.failoverDelay ?? DEFAULT_FAILOVER_DELAY_SECONDS) * 1000;
+  }
+
+  /** The procedure's step for this reconcile. */
+  async run(): Promise<FailoverOutcome> {
+    const f = this.status.failover;
+    if (!f) return this.maybeStart();
+    switch (f.phase) {
+      case 'Fencing':
+        return this.fencing(f);
+      case 'Promoting':
+        return this.promoting(f);
+      default:
+        return this.rejoining(f);
+    }
+  }
+
+  done(fenced: boolean, requeueMs?: number): FailoverOutcome {
+    return { db: this.db, fenced, ...(requeueMs !== undefined ? { requeueMs } : {}) };
+  }
+
+  async maybeStart(): Promise<FailoverOutcome> {
+    // A Database that never ran has no primary to lose: a new one is slow to become ready (initdb, the
+    // first clones), and its replicas hold nothing the primary could lose.
+    if (!hadRun(this.status)) return this.done(false);
+    const primaryPod = this.pod(this.primary);
+    const switchoverTo = this.db.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO];
+    const input: FailoverInput = {
+      statefulSet: this.name,
+      primary: this.primary,
+      replicas: this.ctx.spec.spec.replicas,
+      pods: this.ctx.pods,
+      nodes: new Map(),
+      now: this.ctx.now(),
+      delayMs: this.delayMs(),
+      switchoverTo,
+    };
+    input.nodes = await this.nodes([primaryPod?.spec?.nodeName]);
+    let decision = decideFailover(input);
+    if (decision.kind === 'start' || decision.kind === 'blocked') {
+      // Decide again knowing the candidates' nodes (one read each, only when it matters).
+      input.nodes = await this.nodes(this.ctx.pods.map((p) => p.spec?.nodeName));
+      decision = decideFailover(input);
+    }
+    switch (decision.kind) {
+      case 'none':
+        return this.done(false);
+      case 'wait':
+        this.ctx.log?.info({ reason: decision.reason, afterMs: decision.afterMs }, decision.message);
+        return this.done(false, decision.afterMs + 100);
+      case 'blocked':
+        this.ctx.warning('FailoverBlocked', 'Failover', decision.message);
+        return this.done(false, 5_000);
+      case 'refuse':
+        this.ctx.warning('SwitchoverRefused', 'Switchover', decision.message);
+        await this.removeAnnotation();
+        return this.done(false);
+    }
+    if (decision.reason === FAILOVER_REASONS.notReady) {
+      // Not Ready may only mean slow: a probe that timed out on a loaded node. Ask the primary itself
+      // (a generous timeout); one that answers as a primary is not failed over (its own probe decides
+      // again); one that does not answer, or answers in recovery, is.
+      const answer = await this.exec(decision.from, stateCommand(), CONFIRM_TIMEOUT_MS)
+        .then((r) => (r.exitCode === 0 ? parseInstanceState(r.stdout) : undefined))
+        .catch(() => undefined);
+      if (answer && !answer.inRecovery) {
+        this.ctx.log?.info(
+          { primary: decision.from },
+          `${decision.message}, but it answers as the primary: no failover`,
+        );
+        return this.done(false, 5_000);
+      }
+    }
+    const started = isoNow(this.ctx.now());
+    await this.write((s) => {
+      s.failover = {
+        reason: decision.reason,
+        from: decision.from,
+        ...(decision.to ? { to: decision.to } : {}),
+        phase: 'Fencing',
+        ...(decision.switchover ? { switchover: true } : {}),
+        startedAt: started,
+      };
+      s.primaryEpoch = (s.primaryEpoch ?? 0) + 1;
+    });
+    if (switchoverTo !== undefined) await this.removeAnnotation();
+    const labels = { namespace: this.ns, database: this.name };
+    if (decision.switchover) this.ctx.metrics?.switchovers.inc(labels);
+    else this.ctx.metrics?.failovers.inc({ ...labels, reason: decision.reason });
+    this.ctx.normal(
+      decision.switchover ? 'SwitchoverStarted' : 'FailoverStarted',
+      decision.switchover ? 'Switchover' : 'Failover',
+      `${decision.message}: fencing ${decision.from}`,
+    );
+    return this.done(true, 0);
+  }
+
+  async removeAnnotation(): Promise<void> {
+    try {
+      await this.ctx.client.patch(
+        Databases.resource,
+        { namespace: this.ns, name: this.name },
+        { type: 'merge', body: { metadata: { annotations: { [ANNOTATION_SWITCHOVER_TO]: null } } } },
+        { signal: this.ctx.signal },
+      );
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+    }
+  }
+
+  /** The pods were handed `none` and nobody carries role=primary (what this reconcile's steps write). */
+  fencedEverywhere(): boolean {
+    const cm = this.ctx.configData?.[CLUSTER_KEYS.primary];
+    const labelled = this.ctx.pods.some(
+      (p) => p.metadata.labels?.[ROLE_LABEL] === ROLE_PRIMARY && !p.metadata.deletionTimestamp,
+    );
+    return cm === FENCED_PRIMARY && !labelled;
+  }
+
+  /** Stops the former primary; true once it is fenced. */
+  async fence(from: string): Promise<{ fenced: boolean; why: string }> {
+    const pod = this.pod(from);
+    if (!pod) return { fenced: true, why: `${from}'s pod is gone` };
+    if (!serverRunning(pod)) return { fenced: true, why: `${from}'s server container is not running` };
+    try {
+      const r = await this.exec(from, fenceCommand(this.epoch));
+      if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
+      return {
+        fenced: false,
+        why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
+      };
+    } catch (err) {
+      const nodes = await this.nodes([pod.spec?.nodeName]);
+      const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
+      if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
+        return {
+          fenced: true,
+          why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
+        };
+      }
+      return {
+        fenced: false,
+        why: `cannot reach ${from}: ${err instanceof Error ? err.message : String(err)}`,
+      };
+    }
+  }
+
+  /** Each candidate's state, through exec; those that do not answer are left out. */
+  async candidateStates(
+    exclude: string,
+  ): Promise<{ states: CandidateState[]; all: Map<string, InstanceState> }> {
+    const input: FailoverInput = {
+      statefulSet: this.name,
+      primary: exclude,
+      replicas: this.ctx.spec.spec.replicas,
+      pods: this.ctx.pods,
+      nodes: await this.nodes(this.ctx.pods.map((p) => p.spec?.nodeName)),
+      now: this.ctx.now(),
+      delayMs: this.delayMs(),
+    };
+    const states: CandidateState[] = [];
+    const all = new Map<string, InstanceState>();
+    await Promise.all(
+      candidatePods(input).map(async (p) => {
+        const pod = p.metadata.name ?? '';
+        try {
+          const r = await this.exec(pod, stateCommand(), QUERY_TIMEOUT_MS);
+          const st = r.exitCode === 0 ? parseInstanceState(r.stdout) : undefined;
+          if (!st) return;
+          all.set(pod, st);
+          states.push({
+            pod,
+            ordinal: podOrdinal(this.name, pod) ?? 0,
+            inRecovery: st.inRecovery,
+            receivedLsn: st.receivedLsn ?? st.currentLsn,
+            replayedLsn: st.replayedLsn,
+            timeline: st.timeline,
+            systemIdentifier: st.systemIdentifier,
+          });
+        } catch (err) {
+          this.ctx.log?.info({ pod, err: String(err) }, 'candidate did not answer');
+        }
+      }),
+    );
+    return { states, all };
+  }
+
+  async fencing(f: FailoverRecord): Promise<FailoverOutcome> {
+    if (!this.fencedEverywhere()) return this.done(true, STEP_MS);
+    const fence = await this.fence(f.from);
+    if (!fence.fenced) {
+      await this.note(f, fence.why);
+      return this.done(true, RETRY_MS);
+    }
+    this.ctx.metrics?.fencing.inc({ namespace: this.ns, database: this.name });
+    const { states } = await this.candidateStates(f.from);
+    const choice = chooseCandidate(states, {
+      replicas: this.ctx.spec.spec.replicas,
+      synchronousReplicas: this.ctx.spec.spec.synchronousReplicas ?? 0,
+      systemIdentifier: this.status.systemIdentifier,
+      target: f.to,
+    });
+    let best = 0n;
+    for (const s of states) if (position(s) > best) best = position(s);
+    for (const s of states) {
+      this.ctx.metrics?.lag.set(
+        { namespace: this.ns, database: this.name, pod: s.pod },
+        Number(best - position(s)),
+      );
+    }
+    if (!choice.ok) {
+      await this.note(f, `${fence.why}; ${choice.message}`);
+      return this.done(true, RETRY_MS);
+    }
+    if (choice.note) this.ctx.warning('SwitchoverTargetBehind', 'Switchover', choice.note);
+    await this.write((s) => {
+      s.targetPrimary = choice.pod;
+      s.failover = { ...f, phase: 'Promoting', to: choice.pod };
+      delete s.failover.message;
+    });
+    this.ctx.log?.info({ from: f.from, to: choice.pod, lsn: String(choice.lsn) }, 'fenced; promoting');
+    const next = this.status.failover;
+    return next ? this.promoting(next) : this.done(true, 0);
+  }
+
+  async promoting(f: FailoverRecord): Promise<FailoverOutcome> {
+    const to = f.to ?? this.primary;
+    const pod = this.pod(to);
+    if (!pod || pod.metadata.deletionTimestamp) {
+      // The chosen one went away before it was promoted (or right after): choose again, still fenced.
+      await this.write((s) => {
+        s.failover = {
+          ...f,
+          phase: 'Fencing',
+          message: `${to} went away while being promoted: choosing again`,
+        };
+        delete s.failover.to;
+      });
+      return this.done(true, STEP_MS);
+    }
+    const epoch = this.epoch + 1;
+    let r: Awaited<ReturnType<Procedure['exec']>>;
+    try {
+      // The other instances' replication slots, so they follow without a fresh clone.
+      const slots = Array.from({ length: this.ctx.spec.spec.replicas }, (_, i) => `${this.name}-${i}`)
+        .filter((p) => p !== to)
+        .map(slotName);
+      r = await this.exec(to, promoteCommand(to, epoch, slots));
+    } catch (err) {
+      await this.note(
+        f,
+        `cannot reach ${to} to promote it: ${err instanceof Error ? err.message : String(err)}`,
+      );
+      return this.done(true, RETRY_MS);
+    }
+    if (r.exitCode !== 0) {
+      await this.note(f, `promoting ${to} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`);
+      return this.done(true, RETRY_MS);
+    }
+    let timeline: number | undefined;
+    try {
+      const st = await this.exec(to, stateCommand(), QUERY_TIMEOUT_MS);
+      timeline = parseInstanceState(st.stdout)?.timeline;
+    } catch {
+      // The timeline is recorded later then.
+    }
+    // Every other reachable pod learns the new primary at once (its probes judge against it).
+    await Promise.all(
+      this.ctx.pods
+        .filter((p) => p.metadata.name !== to && serverRunning(p))
+        .map((p) =>
+          this.exec(p.metadata.name ?? '', designateCommand(to, epoch), QUERY_TIMEOUT_MS).catch(
+            () => undefined,
+          ),
+        ),
+    );
+    await this.write((s) => {
+      s.failover = { ...f, phase: 'Rejoining', to };
+      delete s.failover.message;
+      s.primaryEpoch = epoch;
+      if (timeline !== undefined) s.timeline = timeline;
+    });
+    this.ctx.normal(
+      'Promoted',
+      f.switchover ? 'Switchover' : 'Failover',
+      `${to} promoted${timeline !== undefined ? ` (timeline ${timeline})` : ''}: it is the primary now`,
+    );
+    return this.done(false, STEP_MS);
+  }
+
+  async rejoining(f: FailoverRecord): Promise<FailoverOutcome> {
+    const to = f.to ?? this.primary;
+    if (this.ctx.configData?.[CLUSTER_KEYS.primary] !== to) return this.done(false, STEP_MS);
+    const restarted = new Set(f.restarted ?? []);
+    const host = `${to}.${this.headless}`;
+    const others = this.ctx.pods.filter(
+      (p) => p.metadata.name !== to && !p.metadata.deletionTimestamp && serverRunning(p),
+    );
+    let pending = false;
+    for (const p of others) {
+      const pod = p.metadata.name ?? '';
+      if (restarted.has(pod)) continue;
+      let st: InstanceState | undefined;
+      try {
+        st = parseInstanceState((await this.exec(pod, stateCommand(), QUERY_TIMEOUT_MS)).stdout);
+      } catch {
+        st = undefined;
+      }
+      if (st?.inRecovery && st.streamingFrom === host) continue;
+      try {
+        const r = await this.exec(pod, restartCommand());
+        if (r.exitCode === 0) restarted.add(pod);
+        else pending = true;
+      } catch {
+        pending = true;
+      }
+    }
+    const primaryPod = this.pod(to);
+    if (pending || !primaryPod || !isPodReady(primaryPod)) {
+      if (restarted.size !== (f.restarted ?? []).length) {
+        await this.write((s) => {
+          s.failover = { ...f, restarted: [...restarted].sort() };
+        });
+      }
+      return this.done(false, STEP_MS);
+    }
+    const completed = isoNow(this.ctx.now());
+    const timeline = this.status.timeline;
+    await this.write((s) => {
+      delete s.failover;
+      s.lastFailover = {
+        reason: f.reason,
+        from: f.from,
+        to,
+        ...(f.switchover ? { switchover: true } : {}),
+        ...(timeline !== undefined ? { timeline } : {}),
+        startedAt: f.startedAt,
+        completedAt: completed,
+      };
+    });
+    const took = ((timeOf(completed) ?? 0) - (timeOf(f.startedAt) ?? 0)) / 1000;
+    this.ctx.normal(
+      f.switchover ? 'SwitchoverCompleted' : 'FailoverCompleted',
+      f.switchover ? 'Switchover' : 'Failover',
+      `${to} is the primary (was ${f.from}; ${f.reason}) after ${took.toFixed(1)}s` +
+        (restarted.size ? `; restarted ${[...restarted].sort().join(', ')} to follow it` : ''),
+    );
+    return this.done(false);
+  }
+
+  /** Records what the phase waits for (only when it changed). */
+  async note(f: FailoverRecord, message: string): Promise<void> {
+    this.ctx.log?.info({ phase: f.phase }, message);
+    if (f.message === message) return;
+    try {
+      await this.write((s) => {
+        if (s.failover) s.failover.message = message;
+      });
+    } catch (err) {
+      if (!(err instanceof ConflictError)) throw err;
+    }
+  }
+}
+
+/** The ConfigMap's data the pods were handed (from the cache). */
+export async function liveConfigData(
+  reader: { get: (res: typeof ConfigMaps, key: { namespace: string; name: string }) => Promise<unknown> },
+  db: Database,
+): Promise<Record<string, string> | undefined> {
+  const cm = (await reader.get(ConfigMaps, {
+    namespace: db.metadata.namespace ?? 'default',
+    name: childNames(db).configMap,
+  })) as { data?: Record<string, string> } | undefined;
+  return cm?.data;
+}
+
+/** Runs the procedure's step for this reconcile (failover/procedure.ts). */
+export function runFailover(ctx: FailoverContext): Promise<FailoverOutcome> {
+  return new Procedure(ctx).run();
+}

@@ -1,0 +1,365 @@
+/**
+ * The failover procedure through the reconcile (FakeClient, FakePodExecutor refusing what the API
+ * server refuses): each phase recorded in the status before it acts, the ConfigMap and role labels while
+ * fenced, what is run in which pod, resuming from each phase, switchovers, the synchronous quorum.
+ */
+import assert from 'node:assert/strict';
+import { beforeEach, describe, test } from 'node:test';
+import { ConfigMaps, type Pod, Pods } from '@opkit/runtime';
+import { FakeClient, FakePodExecutor } from '@opkit/runtime/testing';
+import { type Database, Databases } from '../../src/api/v1/database.ts';
+import {
+  databaseReconciler,
+  type ReconcilerDeps,
+  reconcileDatabase,
+} from '../../src/controllers/database/index.ts';
+import { FakeRecorder, managedOnlyReader } from './fixtures.ts';
+
+const NS = 'shop';
+const NAME = 'orders';
+const ID = '7312345678901234567';
+const NOW = Date.parse('2026-12-04T12:00:00Z');
+
+function pod(name: string, opts: { ready?: boolean; role?: string; running?: boolean } = {}): Pod {
+  const ready = opts.ready ?? true;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `uid-${name}`,
+      labels: {
+        'app.kubernetes.io/instance': NAME,
+        'app.kubernetes.io/managed-by': 'opkit-database-operator',
+        'app.kubernetes.io/name': 'postgres',
+        ...(opts.role ? { 'myapp.example.com/role': opts.role } : {}),
+      },
+    },
+    spec: { containers: [{ name: 'postgres', image: 'postgres:16' }], nodeName: 'n1' },
+    status: {
+      phase: 'Running',
+      conditions: [
+        { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: new Date(NOW - 600_000) },
+      ],
+      containerStatuses: [
+        {
+          name: 'postgres',
+          image: 'postgres:16',
+          imageID: '',
+          ready,
+          restartCount: 0,
+          state: opts.running === false ? { waiting: { reason: 'ContainerCreating' } } : { running: {} },
+        },
+      ],
+    },
+  } as Pod;
+}
+
+/** The instances' answers: a state line per pod, changed by promote and restart as real ones would be. */
+class Instances {
+  readonly exec: FakePodExecutor;
+  readonly states = new Map<string, string>();
+  constructor(client: FakeClient) {
+    this.exec = new FakePodExecutor({ client, defaultNamespace: NS });
+    this.exec
+      .on({ command: /pg_is_in_recovery\(\),/ }, (call) => {
+        const s = this.states.get(call.name);
+        return s ? { stdout: `${s}\n` } : { exitCode: 2, stderr: 'psql: could not connect' };
+      })
+      .on({ command: /pg_ctl promote/ }, (call) => {
+        const s = this.states.get(call.name) ?? '';
+        const lsn = s.split('|')[1] ?? '0/0';
+        this.states.set(call.name, `f|||2|${ID}|${lsn}|`);
+        return { stdout: 'promoted\n' };
+      })
+      .on({ command: /echo fenced/ }, { stdout: 'fenced\n' })
+      .on({ command: /echo stopped/ }, { stdout: 'stopped\n' })
+      .on({ command: (c) => (c[2] ?? '').trim().endsWith('designate "$1" "$2"') }, { stdout: '' });
+  }
+  /** Commands run, as `pod: what` (the script's last word). */
+  ran(): string[] {
+    return this.exec.calls.map((c) => {
+      const script = c.command[2] ?? '';
+      const what = /pg_ctl promote/.test(script)
+        ? 'promote'
+        : /echo fenced/.test(script)
+          ? 'fence'
+          : /echo stopped/.test(script)
+            ? 'restart'
+            : /pg_is_in_recovery\(\),/.test(script)
+              ? 'state'
+              : 'designate';
+      return `${c.name}: ${what}`;
+    });
+  }
+}
+
+describe('the failover procedure', () => {
+  let client: FakeClient;
+  let recorder: FakeRecorder;
+  let inst: Instances;
+  let deps: ReconcilerDeps;
+  const key = { namespace: NS, name: NAME };
+  const reconcile = () => reconcileDatabase(deps, key, { signal: new AbortController().signal });
+  const stored = () => client.getStored(Databases.resource, key) as Database;
+  const cm = () => client.getStored(ConfigMaps, { namespace: NS, name: `${NAME}-config` })?.data ?? {};
+  const roles = () =>
+    Object.fromEntries(
+      ['orders-0', 'orders-1', 'orders-2'].map((n) => [
+        n,
+        client.getStored(Pods, { namespace: NS, name: n })?.metadata.labels?.['myapp.example.com/role'] ??
+          '-',
+      ]),
+    );
+
+  async function setup(spec: Partial<Database['spec']> = {}, status: Record<string, unknown> = {}) {
+    client = new FakeClient({ statusSubresource: [Databases.resource] });
+    recorder = new FakeRecorder();
+    inst = new Instances(client);
+    deps = {
+      client,
+      reader: managedOnlyReader(client),
+      recorder,
+      exec: inst.exec,
+      clock: () => NOW,
+    };
+    await client.create(
+      Databases.resource,
+      Databases.applyDefaults({
+        apiVersion: 'myapp.example.com/v1',
+        kind: 'Database',
+        metadata: { name: NAME, namespace: NS },
+        spec: { engine: 'postgres', version: '16', storage: '1Gi', replicas: 3, ...spec },
+      } as Database) as Database,
+    );
+    await client.patchStatus(Databases.resource, key, {
+      type: 'merge',
+      // A Database that ran (a new one never fails over).
+      body: {
+        status: {
+          phase: 'Running',
+          readyReplicas: 3,
+          targetPrimary: 'orders-0',
+          systemIdentifier: ID,
+          ...status,
+        },
+      },
+    });
+    inst.states.set('orders-0', `f|||1|${ID}|0/3000200|`);
+    inst.states.set('orders-1', `t|0/3000000|0/3000000|1|${ID}||orders-0.orders-headless`);
+    inst.states.set('orders-2', `t|0/3000100|0/3000100|1|${ID}||orders-0.orders-headless`);
+  }
+
+  describe('the primary pod deleted', () => {
+    beforeEach(async () => {
+      await setup();
+      client.setStored(Pods, pod('orders-1', { role: 'replica', ready: false }));
+      client.setStored(Pods, pod('orders-2', { role: 'replica', ready: false }));
+    });
+
+    test('fenced first, then the most advanced replica promoted, then the others follow it', async () => {
+      await reconcile();
+      let st = stored().status;
+      assert.equal(st?.failover?.phase, 'Fencing');
+      assert.equal(st?.failover?.reason, 'PrimaryPodMissing');
+      assert.equal(st?.failover?.from, 'orders-0');
+      assert.equal(st?.primaryEpoch, 1);
+      assert.equal(cm()['cluster-primary'], 'none', 'the pods are told nobody is the primary');
+      assert.equal(cm()['cluster-primary-epoch'], '1');
+      assert.equal(st?.currentPrimary, undefined);
+      assert.deepEqual(inst.ran(), [], 'nothing is run before the ConfigMap and labels say fenced');
+      assert.equal(recorder.events.find((e) => e.reason === 'FailoverStarted')?.type, 'Normal');
+
+      // orders-2 becomes Ready once promoted (the kubelet's probe): the fake pod is Ready from here on.
+      client.setStored(Pods, pod('orders-2', { role: 'replica', ready: true }));
+      await reconcile();
+      st = stored().status;
+      assert.equal(st?.targetPrimary, 'orders-2', 'the most advanced replica');
+      assert.equal(st?.failover?.phase, 'Rejoining');
+      assert.equal(st?.timeline, 2);
+      assert.equal(st?.primaryEpoch, 2);
+      assert.deepEqual(inst.ran().slice(0, 2).sort(), ['orders-1: state', 'orders-2: state']);
+      assert.deepEqual(inst.ran().slice(2), ['orders-2: promote', 'orders-2: state', 'orders-1: designate']);
+      assert.equal(cm()['cluster-primary'], 'orders-2');
+      assert.equal(cm()['cluster-primary-epoch'], '2');
+      assert.deepEqual(roles(), { 'orders-0': '-', 'orders-1': 'replica', 'orders-2': 'primary' });
+
+      inst.exec.calls.length = 0;
+      await reconcile();
+      st = stored().status;
+      assert.deepEqual(inst.ran(), ['orders-1: state', 'orders-1: restart'], 'orders-1 restarts to follow');
+      assert.equal(st?.failover, undefined, 'done');
+      assert.equal(st?.lastFailover?.to, 'orders-2');
+      assert.equal(st?.lastFailover?.reason, 'PrimaryPodMissing');
+      assert.equal(st?.lastFailover?.timeline, 2);
+      assert.equal(st?.currentPrimary, 'orders-2');
+      const reasons = recorder.events.map((e) => e.reason);
+      assert.ok(reasons.includes('Promoted') && reasons.includes('FailoverCompleted'), reasons.join());
+
+      // Afterwards: nothing more is run, nothing written.
+      inst.exec.calls.length = 0;
+      await reconcile();
+      assert.deepEqual(inst.ran(), []);
+    });
+
+    test('resumed from Promoting (an operator restarted after recording the choice): promotes that one', async () => {
+      await client.patchStatus(Databases.resource, key, {
+        type: 'merge',
+        body: {
+          status: {
+            targetPrimary: 'orders-1',
+            primaryEpoch: 1,
+            failover: {
+              reason: 'PrimaryPodMissing',
+              from: 'orders-0',
+              to: 'orders-1',
+              phase: 'Promoting',
+              startedAt: new Date(NOW).toISOString(),
+            },
+          },
+        },
+      });
+      await reconcile();
+      assert.deepEqual(inst.ran().slice(0, 1), ['orders-1: promote']);
+      assert.equal(stored().status?.failover?.phase, 'Rejoining');
+      assert.equal(stored().status?.targetPrimary, 'orders-1');
+    });
+
+    test('resumed from Fencing with the ConfigMap already fenced: no second start, the procedure goes on', async () => {
+      await reconcile();
+      const epoch = stored().status?.primaryEpoch;
+      await reconcile();
+      assert.equal(
+        stored().status?.primaryEpoch,
+        (epoch ?? 0) + 1,
+        'promoted once (epoch +1), not restarted',
+      );
+      assert.equal(recorder.events.filter((e) => e.reason === 'FailoverStarted').length, 1);
+    });
+
+    test('a cache that has not seen the Fencing write yet does not undo the fencing', async () => {
+      const reconciler = databaseReconciler(deps);
+      const stale = structuredClone(stored());
+      const inner = deps.reader;
+      // The Database as the cache still shows it: from before the failover started.
+      deps = {
+        ...deps,
+        reader: {
+          get: async (res, k) =>
+            res.plural === 'databases' && stale.metadata.resourceVersion
+              ? (structuredClone(stale) as never)
+              : inner.get(res, k),
+          list: (res, opts) => inner.list(res, opts),
+        },
+      };
+      const ctx = { signal: new AbortController().signal } as Parameters<typeof reconciler>[1];
+      await reconciler(key, ctx);
+      assert.equal(stored().status?.failover?.phase, 'Fencing');
+      assert.equal(cm()['cluster-primary'], 'none');
+      // Meanwhile the former primary looks healthy again: with the stale record nothing would be wrong.
+      client.setStored(Pods, pod('orders-0'));
+      await reconciler(key, ctx);
+      assert.equal(
+        cm()['cluster-primary'] === 'none' || stored().status?.failover?.phase !== 'Fencing',
+        true,
+      );
+      assert.notEqual(cm()['cluster-primary'], 'orders-0', 'never handed the former primary again');
+      assert.equal(recorder.events.filter((e) => e.reason === 'FailoverStarted').length, 1);
+    });
+
+    test('synchronous mode: no promotion while too few replicas answer', async () => {
+      await setup({ synchronousReplicas: 1 });
+      client.setStored(Pods, pod('orders-1', { role: 'replica', ready: false }));
+      client.setStored(Pods, pod('orders-2', { role: 'replica', ready: false }));
+      inst.states.delete('orders-2');
+      await reconcile();
+      await reconcile();
+      const st = stored().status;
+      assert.equal(st?.failover?.phase, 'Fencing');
+      assert.match(st?.failover?.message ?? '', /1 replica\(s\) answered, 2 needed/);
+      assert.equal(st?.targetPrimary, 'orders-0');
+      assert.equal(st?.replicationMode, 'Synchronous (ANY 1)');
+      assert.ok(!inst.ran().some((r) => r.endsWith('promote')));
+    });
+  });
+
+  describe('a switchover', () => {
+    beforeEach(async () => {
+      await setup();
+      client.setStored(Pods, pod('orders-0', { role: 'primary' }));
+      client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+      client.setStored(Pods, pod('orders-2', { role: 'replica' }));
+    });
+
+    test('asked for by annotation: consumed, the primary fenced with a fast shutdown, the target promoted', async () => {
+      const db = stored();
+      await client.update(Databases.resource, {
+        ...db,
+        metadata: { ...db.metadata, annotations: { 'myapp.example.com/switchover-to': 'orders-1' } },
+      });
+      await reconcile();
+      assert.equal(stored().metadata.annotations?.['myapp.example.com/switchover-to'], undefined);
+      assert.equal(stored().status?.failover?.switchover, true);
+      assert.equal(roles()['orders-0'], '-', 'out of the read-write Service, and not in the read-only one');
+      // orders-1 and orders-2 are both at 0/3000100 after the fast shutdown sent them the rest.
+      inst.states.set('orders-1', `t|0/3000100|0/3000100|1|${ID}||`);
+      await reconcile();
+      assert.deepEqual(inst.ran()[0], 'orders-0: fence');
+      assert.ok(inst.ran().includes('orders-1: promote'), inst.ran().join());
+      assert.equal(stored().status?.targetPrimary, 'orders-1');
+      await reconcile();
+      assert.equal(stored().status?.lastFailover?.switchover, true);
+      assert.ok(recorder.events.some((e) => e.reason === 'SwitchoverCompleted'));
+    });
+
+    test('to itself or to no such instance: refused with a Warning, the annotation removed', async () => {
+      const db = stored();
+      await client.update(Databases.resource, {
+        ...db,
+        metadata: { ...db.metadata, annotations: { 'myapp.example.com/switchover-to': 'orders-9' } },
+      });
+      await reconcile();
+      assert.equal(stored().status?.failover, undefined);
+      assert.equal(stored().metadata.annotations?.['myapp.example.com/switchover-to'], undefined);
+      assert.match(
+        recorder.events.find((e) => e.reason === 'SwitchoverRefused')?.note ?? '',
+        /no such instance/,
+      );
+    });
+  });
+
+  test('a primary that is not Ready but answers as the primary through exec (a slow probe): no failover', async () => {
+    await setup();
+    client.setStored(Pods, pod('orders-0', { role: 'primary', ready: false }));
+    client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+    client.setStored(Pods, pod('orders-2', { role: 'replica' }));
+    await reconcile();
+    assert.equal(stored().status?.failover, undefined);
+    assert.deepEqual(inst.ran(), ['orders-0: state']);
+    // It stops answering: now it is failed over.
+    inst.states.delete('orders-0');
+    await reconcile();
+    assert.equal(stored().status?.failover?.reason, 'PrimaryNotReady');
+  });
+
+  test('a new Database (it never ran): no failover while its primary is not ready yet', async () => {
+    await setup({}, { phase: 'Provisioning', readyReplicas: 0 });
+    client.setStored(Pods, pod('orders-0', { role: 'primary', ready: false }));
+    client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+    await reconcile();
+    assert.equal(stored().status?.failover, undefined);
+    assert.deepEqual(inst.ran(), []);
+  });
+
+  test('a Ready primary: nothing is run and no failover is recorded', async () => {
+    await setup();
+    client.setStored(Pods, pod('orders-0', { role: 'primary' }));
+    client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+    await reconcile();
+    await reconcile();
+    assert.equal(stored().status?.failover, undefined);
+    assert.deepEqual(inst.ran(), []);
+    assert.equal(stored().status?.replicationMode, 'Asynchronous');
+  });
+});

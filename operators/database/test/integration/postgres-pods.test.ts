@@ -221,7 +221,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     );
     await psql(`${NAME}-1`, `${NAME}-1.${NAME}-headless`, 'DELETE FROM t WHERE v = $$via-rw-after$$');
   });
-  test('a minor version change with the primary on pg-1: replicas first, the primary last, each Ready before the next', async (t) => {
+  test('a minor version change with the primary on pg-1: replicas first, then a switchover, the former primary last, each Ready before the next', async (t) => {
     // spec.image to another tag of the same major: the local image tagged again in the node's containerd
     // (the same binaries: what is tested is the order and the readiness of the rollout).
     const primary = (await getDb(cluster.client, NS, NAME)).status?.targetPrimary ?? '';
@@ -293,14 +293,16 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
         `${prev} Ready on the new image before ${cur} went down: ${timeline}`,
       );
     }
-    // The primary was not touched until its own turn: the same pod, no restart. (Its readiness is only
-    // reported: on a loaded machine a probe that times out makes any pod NotReady for a while.)
+    // The primary was not touched until its own turn (every replica Ready on the new image): the same pod,
+    // no restart. (Its readiness is only reported: on a loaded machine a probe that times out makes any pod
+    // NotReady for a while.) Its turn is a switchover first (its server stops cleanly), then its restart.
+    const turn = Math.max(...order.filter((p) => p !== primary).map((p) => up.get(p) ?? 0));
     const first = sampler.rounds[0]?.find((s) => s.pod === primary);
     let notReady = 0;
     let samples = 0;
     for (const round of sampler.rounds) {
       const at = round[0]?.at ?? 0;
-      if (at >= (down.get(primary) ?? 0)) break;
+      if (at >= Math.min(turn, down.get(primary) ?? 0)) break;
       const p: PodSample | undefined = round.find((x) => x.pod === primary);
       assert.equal(p?.uid, first?.uid, `the primary is the same pod at ${new Date(at).toISOString()}`);
       assert.equal(
@@ -322,6 +324,12 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       order,
       'an Event per pod, in that order',
     );
+    // The primary's turn was a switchover to an updated replica, not a restart in place.
+    const after = await getDb(cluster.client, NS, NAME);
+    assert.notEqual(after.status?.targetPrimary, primary, 'the primary moved by a switchover');
+    const reasons = (await eventsFor(cluster.client, NS, NAME)).map((e) => e.reason);
+    assert.ok(reasons.includes('RollingSwitchover'), `a RollingSwitchover Event: ${reasons.join(', ')}`);
+    assert.ok(reasons.includes('SwitchoverCompleted'), `a SwitchoverCompleted Event: ${reasons.join(', ')}`);
     assert.equal(await psql(`${NAME}-0`, NAME, 'SELECT count(*) FROM t'), '2', 'no row lost; rw works');
   });
   test("the primary's PVC and pod deleted: a replica is promoted (failover), the lost instance is cloned back, no row lost", async () => {

@@ -79,4 +79,23 @@ describe('the operator rollout', () => {
     assert.deepEqual(nextRoll(sts('RollingUpdate'), old, 'pg-0'), { action: 'none' });
     assert.deepEqual(nextRoll(undefined, old, 'pg-0'), { action: 'none' });
   });
+
+  it('with switchover: the primary moves to the lowest-ordinal updated Ready replica, then rolls as a replica', () => {
+    let pods = [pod(0, 'pg-old'), pod(1, 'pg-old'), pod(2, 'pg-old')];
+    let primary = 'pg-1';
+    const steps: string[] = [];
+    for (let step = 0; step < 6; step++) {
+      const d = nextRoll(sts(), pods, primary, { switchover: true });
+      if (d.action === 'switchover') {
+        steps.push(`switchover ${d.from}->${d.to}`);
+        primary = d.to; // what the switchover procedure records once done
+      } else if (d.action === 'delete') {
+        steps.push(`${d.pod}:${d.role}`);
+        pods = pods.map((p) => (p.metadata.name === d.pod ? pod(Number(d.pod.slice(3)), 'pg-new') : p));
+      } else break;
+    }
+    // Never a primary restarted in place: it rolls only after it became a replica.
+    assert.deepEqual(steps, ['pg-2:replica', 'pg-0:replica', 'switchover pg-1->pg-0', 'pg-1:replica']);
+    assert.deepEqual(nextRoll(sts(), pods, primary, { switchover: true }), { action: 'none' });
+  });
 });

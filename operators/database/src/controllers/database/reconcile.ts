@@ -77,6 +77,7 @@ import {
   withTypeMeta,
 } from '@opkit/runtime';
 import {
+  ANNOTATION_SWITCHOVER_TO,
   type Database,
   type DatabaseStatus,
   Databases,
@@ -850,8 +851,12 @@ class Run {
   async rollout(): Promise<void> {
     if (!engineFor(this.spec.spec.engine).operatorRollout || this.recreating) return;
     const primary = this.cluster?.record.primary ?? initialPrimaryPod(this.spec);
-    const next = nextRoll(this.sts, this.pods, primary);
+    // Engines that fail over move the primary by a switchover (the procedure the annotation starts).
+    const engine = engineFor(this.spec.spec.engine);
+    const switchover = Boolean(engine.failover && this.deps.exec && this.spec.spec.replicas >= 2);
+    const next = nextRoll(this.sts, this.pods, primary, { switchover });
     if (next.action === 'wait') this.log?.debug({ reason: next.reason }, 'rollout waits');
+    if (next.action === 'switchover') return this.rolloutSwitchover(next.from, next.to, next.revision);
     if (next.action !== 'delete') return;
     const deleted = await this.step('Pod', next.pod, async () => {
       // The cache may not show a deletion this process made a moment ago: the API's copy decides.
@@ -875,6 +880,27 @@ class Run {
       'RollingPod',
       'Delete',
       `Restarting ${next.pod} (${next.role}) on revision ${next.revision}: replicas first, the primary last`,
+    );
+  }
+
+  /** The primary's turn in a rollout: a switchover to an updated replica (once; the procedure runs it). */
+  async rolloutSwitchover(from: string, to: string, revision: string): Promise<void> {
+    if (this.db.status?.failover || this.cluster?.record.fenced) return;
+    if (this.db.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO] !== undefined) return;
+    const asked = await this.step('Database', this.db.metadata.name ?? '', async () => {
+      await this.client.patch(
+        Databases.resource,
+        { namespace: this.ns, name: this.db.metadata.name ?? '' },
+        { type: 'merge', body: { metadata: { annotations: { [ANNOTATION_SWITCHOVER_TO]: to } } } },
+        { signal: this.signal },
+      );
+      return true;
+    });
+    if (!asked) return;
+    this.normal(
+      'RollingSwitchover',
+      'Switchover',
+      `Switching over from ${from} to ${to} (on revision ${revision}) before ${from} restarts on it: replicas first, the primary last`,
     );
   }
 

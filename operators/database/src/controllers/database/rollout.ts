@@ -8,8 +8,11 @@
  * Among the replicas, one on the old revision that is not Ready goes first (its replacement lowers
  * nothing, and a broken revision must not block the one that fixes it). The primary goes last whatever its
  * readiness (on a loaded node a probe timing out makes it NotReady for a moment: the first version of this
- * rule then restarted it second, seen on real pods), once every replica is Ready. It restarts in place: a switchover to an updated replica first needs failover
- * (issue 12), so writes stop while the primary restarts.
+ * rule then restarted it second, seen on real pods), once every replica is Ready. With `switchover` (an
+ * engine that fails over, with the operator able to exec), the primary is not restarted in place: the
+ * decision is a switchover to a Ready replica already on the new revision (the lowest ordinal), after which
+ * the former primary is a replica on the old revision and rolls as one. Without it, the primary restarts in
+ * place and writes stop meanwhile.
  */
 import type { Pod, StatefulSet } from '@opkit/runtime';
 import { podOrdinal } from './roles.ts';
@@ -19,14 +22,25 @@ export const REVISION_LABEL = 'controller-revision-hash';
 export type RollDecision =
   | { action: 'none' }
   | { action: 'wait'; reason: string }
-  | { action: 'delete'; pod: string; role: 'primary' | 'replica'; revision: string };
+  | { action: 'delete'; pod: string; role: 'primary' | 'replica'; revision: string }
+  | { action: 'switchover'; from: string; to: string; revision: string };
+
+export interface RollOptions {
+  /** Move the primary to an updated replica by a switchover instead of restarting it in place. */
+  switchover?: boolean;
+}
 
 function isReady(pod: Pod): boolean {
   return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
 /** The next pod to delete so the StatefulSet recreates it on its update revision, or why not yet. */
-export function nextRoll(sts: StatefulSet | undefined, pods: readonly Pod[], primary: string): RollDecision {
+export function nextRoll(
+  sts: StatefulSet | undefined,
+  pods: readonly Pod[],
+  primary: string,
+  opts: RollOptions = {},
+): RollDecision {
   const revision = sts?.status?.updateRevision;
   if (!sts || !revision || sts.spec?.updateStrategy?.type !== 'OnDelete') return { action: 'none' };
   const name = sts.metadata.name ?? '';
@@ -55,6 +69,15 @@ export function nextRoll(sts: StatefulSet | undefined, pods: readonly Pod[], pri
     .filter((p) => p !== next && p.metadata.name !== primary && !isReady(p))
     .map((p) => p.metadata.name);
   if (notReady.length > 0) return { action: 'wait', reason: `${notReady.join(', ')} not ready` };
+  if (opts.switchover && next.metadata.name === primary) {
+    const to = pods
+      .filter(
+        (p) => p.metadata.name !== primary && p.metadata.labels?.[REVISION_LABEL] === revision && isReady(p),
+      )
+      .sort((a, b) => (podOrdinal(name, a.metadata.name) ?? 0) - (podOrdinal(name, b.metadata.name) ?? 0))[0];
+    if (!to) return { action: 'wait', reason: `no Ready replica on revision ${revision} to switch over to` };
+    return { action: 'switchover', from: primary, to: to.metadata.name ?? '', revision };
+  }
   return {
     action: 'delete',
     pod: next.metadata.name ?? '',

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { scramVerifier } from '../../../operators/database/src/controllers/database/engines/postgres/scram.ts';
-import { compareSnapshots, normalize, secretContext } from '../../harness/equivalence.ts';
+import { compareSnapshots, KNOWN_DIFFERENCES, normalize, secretContext } from '../../harness/equivalence.ts';
 import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
 import { addCount, classify, type KubeObject, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
@@ -207,10 +207,19 @@ test('TLS Secrets compare by meaning: other keys and serials are equal, a foreig
 test('what a peer does not do yet is a named known difference, not a child difference', () => {
   const ref = { 'Secret/db-00001-ca': { x: 1 }, 'Secret/db-00001-credentials': { x: 1 } };
   const other = { 'Secret/db-00001-credentials': { x: 1 } };
-  const r = compareSnapshots('opkit', ref, 'client-node', other);
+  const tls = {
+    id: 'tls',
+    name: 'no TLS Secrets yet',
+    impls: ['client-node'],
+    keys: /^Secret\/.+-(ca|server|app)$/,
+  };
+  const r = compareSnapshots('opkit', ref, 'client-node', other, [tls]);
   assert.deepEqual(r.childDiffs, []);
   assert.equal(Object.values(r.knownDiffs).flat().length, 1);
   assert.match(Object.keys(r.knownDiffs)[0]!, /no TLS Secrets yet/);
   // For an implementation that makes them, the same gap is a child difference.
-  assert.equal(compareSnapshots('opkit', ref, 'floor', other).childDiffs.length, 1);
+  assert.equal(compareSnapshots('opkit', ref, 'floor', other, [tls]).childDiffs.length, 1);
+  // Now every implementation makes them: none is known.
+  assert.deepEqual(KNOWN_DIFFERENCES, []);
+  assert.equal(compareSnapshots('opkit', ref, 'client-node', other).childDiffs.length, 1);
 });

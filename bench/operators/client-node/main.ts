@@ -340,6 +340,9 @@ async function ensureTls(db: Database, t: TlsTemplate, credentialsName: string):
     ca = await generateCa(t.caCommonName, now);
     const data = { 'ca.crt': b64(ca.certPem), 'ca.key': b64(ca.keyPem) };
     await putSecret(owned({ ...t.caSecret, data }, db.spec.deletionPolicy === 'Delete'), undefined);
+    // A concurrent reconcile (no queue here) may have created its own first (409): sign with the stored one.
+    const stored = await readSecret(t.caSecret.metadata!.name!, namespace);
+    ca = { certPem: plainOf(stored, 'ca.crt') ?? '', keyPem: plainOf(stored, 'ca.key') ?? '' };
   }
   const serverLive = await readSecret(t.serverSecret.metadata!.name!, namespace);
   if (!serverUsable(serverLive, ca.certPem, t.serverHosts)) {

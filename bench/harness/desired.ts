@@ -19,9 +19,21 @@ import {
   statefulSet,
 } from '../../operators/database/src/controllers/database/desired/index.ts';
 import { selectorString } from '../../operators/database/src/controllers/database/desired/labels.ts';
+import { childNames } from '../../operators/database/src/controllers/database/desired/names.ts';
+import {
+  appSecret,
+  caSecret,
+  secretValue,
+  serverHosts,
+  serverSecret,
+} from '../../operators/database/src/controllers/database/desired/tls.ts';
 import { engineFor } from '../../operators/database/src/controllers/database/engines/index.ts';
 import { configHash } from '../../operators/database/src/controllers/database/reconcile.ts';
 import { computeStatus } from '../../operators/database/src/controllers/database/status.ts';
+import {
+  generateCa,
+  issueServerCertificate,
+} from '../../operators/database/src/controllers/database/tls/pki.ts';
 import type { KubeObject } from './kube.ts';
 
 export type BenchDatabase = KubeObject & {
@@ -91,9 +103,73 @@ export function desiredChildren(db: KubeObject): KubeObject[] {
   }));
 }
 
-/** "Kind/name" of every child a Database must have. */
-export function expectedChildKeys(db: KubeObject): string[] {
-  return desiredChildren(db).map((c) => `${c.kind}/${c.metadata.name}`);
+/** The engine makes TLS Secrets (postgres: `<name>-ca`, `<name>-server`, `<name>-app`). */
+export function hasTls(db: KubeObject): boolean {
+  return engineFor(defaulted(db).spec.engine).tls === true;
+}
+
+/** Names of the TLS Secrets a Database must have (none for engines without TLS). */
+export function tlsSecretNames(db: KubeObject): string[] {
+  if (!hasTls(db)) return [];
+  const names = childNames(db);
+  return [names.caSecret, names.serverSecret, names.appSecret];
+}
+
+/**
+ * The TLS Secrets the operator derives and reissues at will (`-server`: when the names it must hold
+ * change, e.g. on a scale-up; `-app`: follows the credentials and the CA), unlike the credentials and
+ * the CA, which must never change.
+ */
+export function derivedSecretNames(db: KubeObject): string[] {
+  if (!hasTls(db)) return [];
+  const names = childNames(db);
+  return [names.serverSecret, names.appSecret];
+}
+
+/**
+ * The TLS Secrets opkit's TLS step (tls/step.ts) writes for a Database, made with opkit's own builders
+ * and certificate generation: a new CA, a server certificate it signs for `serverHosts`, and `-app` from
+ * the plain values of `credentials` (the credentials Secret as written). Ownership as opkit sets it: the
+ * CA like the credentials (owned only under deletionPolicy Delete), the other two always by the Database.
+ */
+export async function desiredTlsSecrets(
+  db: KubeObject,
+  credentials: KubeObject,
+  now: Date = new Date(),
+): Promise<KubeObject[]> {
+  if (!hasTls(db)) return [];
+  const spec = defaulted(db);
+  const ca = await generateCa(`${db.metadata.namespace ?? 'default'}/${db.metadata.name}`, now);
+  const server = await issueServerCertificate(ca, serverHosts(spec), now);
+  const plain = Object.fromEntries(
+    Object.keys((credentials as { data?: Record<string, string> }).data ?? {}).map((k) => [
+      k,
+      secretValue(credentials as never, k) ?? '',
+    ]),
+  );
+  const secrets = [
+    { secret: caSecret(spec, ca), owned: spec.spec.deletionPolicy === 'Delete' },
+    { secret: serverSecret(spec, server, ca.certPem), owned: true },
+    { secret: appSecret(spec, plain, ca.certPem), owned: true },
+  ];
+  return secrets.map(({ secret, owned }) => ({
+    ...(secret as unknown as KubeObject),
+    metadata: {
+      ...(secret.metadata as KubeObject['metadata']),
+      namespace: secret.metadata.namespace ?? db.metadata.namespace,
+      ...(db.metadata.uid && owned ? { ownerReferences: [ownerRef(db)] } : {}),
+    },
+  }));
+}
+
+/**
+ * "Kind/name" of every child a Database must have; `tls: false` leaves the TLS Secrets out (for the
+ * peers that do not make them yet: a known difference the equivalence check names).
+ */
+export function expectedChildKeys(db: KubeObject, opts: { tls?: boolean } = {}): string[] {
+  const keys = desiredChildren(db).map((c) => `${c.kind}/${c.metadata.name}`);
+  if (opts.tls === false) return keys;
+  return [...keys, ...tlsSecretNames(db).map((n) => `Secret/${n}`)];
 }
 
 export function statefulSetName(db: KubeObject): string {

@@ -95,7 +95,7 @@ export function benchCacheDir(): string {
 /** Builds the controller-runtime peer through the Go module proxy into the cache (keyed by its sources). */
 export function buildGoPeer(log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): string {
   const files = readdirSync(GO_PEER_DIR)
-    .filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum')
+    .filter((f) => f.endsWith('.go') || ['go.mod', 'go.sum', 'templates.json'].includes(f))
     .sort();
   const hash = createHash('sha256');
   for (const f of files) hash.update(f).update(readFileSync(join(GO_PEER_DIR, f)));

@@ -121,6 +121,9 @@ async function runEquivalence(): Promise<EquivalenceReport[]> {
         `${r.statusDiffs.length ? `${r.statusDiffs.length} status differences` : 'status identical'}`,
     );
     for (const l of [...r.childDiffs, ...r.statusDiffs].slice(0, 20)) log(`    ${l}`);
+    for (const [name, lines] of Object.entries(r.knownDiffs ?? {})) {
+      log(`    known difference: ${name} (${lines.length} differences)`);
+    }
   }
   writeFileSync(join(workRoot, 'equivalence.json'), JSON.stringify({ snaps, reports }, null, 1));
   return reports;
@@ -187,6 +190,9 @@ function writeResults() {
             [...r.childDiffs, ...r.statusDiffs]
               .slice(0, 12)
               .map((l) => `\n  - \`${l}\``)
+              .join('') +
+            Object.entries(r.knownDiffs ?? {})
+              .map(([name, lines]) => `\n  - known difference: ${name} (${lines.length} differences)`)
               .join(''),
         )
         .join('\n')
@@ -251,7 +257,7 @@ if (values.from) {
 try {
   // The peers take the engine content from opkit's builders as they are now.
   const { generateTemplates } = await import('../operators/gen-templates.ts');
-  generateTemplates();
+  await generateTemplates();
   if (impls.includes('controller-runtime')) buildGoPeer(log);
   // As the image's build does: Node's compile cache warmed before opkit's first start.
   const opkitEnv = warmCompileCache(

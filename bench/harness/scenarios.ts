@@ -7,7 +7,15 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ControlPlane, start } from '@opkit/controlplane';
-import { desiredChildren, expectedChildKeys, floorStatus, inputs, statefulSetName } from './desired.ts';
+import {
+  desiredChildren,
+  desiredTlsSecrets,
+  expectedChildKeys,
+  floorStatus,
+  inputs,
+  statefulSetName,
+} from './desired.ts';
+import { makesTls, normalize, secretContext } from './equivalence.ts';
 import { type OperatorImpl, type RunningOperator, startOperator, waitReady } from './impls.ts';
 import { CHILD_KINDS, type ChildKind, isChildKind, kindPath } from './kinds.ts';
 import {
@@ -197,11 +205,17 @@ async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void>
   const created = await create(kube, kindPath('Database', ns), db);
   const events: Promise<unknown>[] = [];
   const children = desiredChildren(created);
-  for (const child of children) {
+  const credentials = children.find((c) => c.kind === 'Secret');
+  // postgres: the CA, the server certificate and `-app` (from the credentials as written), as opkit's TLS step.
+  const tls = credentials ? await desiredTlsSecrets(created, credentials) : [];
+  for (const child of [...children, ...tls]) {
     const kind = child.kind;
     if (!isChildKind(kind)) throw new Error(`unexpected child kind ${kind}`);
     const made = await create(kube, kindPath(kind, ns), child);
     events.push(create(kube, EVENTS_PATH(ns), floorEvent(created, made)));
+    if (made.type === 'kubernetes.io/tls') {
+      events.push(create(kube, EVENTS_PATH(ns), floorEvent(created, made, CERTIFICATE_ISSUED)));
+    }
   }
   await kube.json(
     'PATCH',
@@ -215,8 +229,19 @@ async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void>
 const EVENTS_PATH = (ns: string) => `/apis/events.k8s.io/v1/namespaces/${ns}/events`;
 let floorEventSeq = 0;
 
+/** opkit's second Event for a new server certificate (tls/step.ts). */
+const CERTIFICATE_ISSUED = {
+  reason: 'CertificateIssued',
+  action: 'Update',
+  note: 'Issued the server certificate',
+};
+
 /** The Event the operators record for a child they created (events.k8s.io/v1, regarding the Database). */
-function floorEvent(db: KubeObject, child: KubeObject): unknown {
+function floorEvent(
+  db: KubeObject,
+  child: KubeObject,
+  what?: { reason: string; action: string; note: string },
+): unknown {
   const ref = (o: KubeObject) => ({
     apiVersion: o.apiVersion,
     kind: o.kind,
@@ -236,24 +261,28 @@ function floorEvent(db: KubeObject, child: KubeObject): unknown {
     eventTime: now.toISOString().replace('Z', '000Z'),
     reportingController: 'myapp.example.com/database-operator',
     reportingInstance: 'bench-floor',
-    action: 'Create',
-    reason: 'Created',
+    action: what?.action ?? 'Create',
+    reason: what?.reason ?? 'Created',
     regarding: ref(db),
     related: ref(child),
-    note: `Created ${child.kind} ${child.metadata.name}`,
+    note: what
+      ? `${what.note} in Secret ${child.metadata.name}`
+      : `Created ${child.kind} ${child.metadata.name}`,
     type: 'Normal',
   };
 }
 
 /** Children as the implementation left them, normalized (server-set and random fields removed). */
 async function snapshot(kube: Kube, ns: string): Promise<Record<string, unknown>> {
-  const { normalize } = await import('./equivalence.ts');
   const out: Record<string, unknown> = {};
   for (const kind of CHILD_KINDS) {
-    for (const o of await kube.list(kindPath(kind, ns))) {
+    const objects = await kube.list(kindPath(kind, ns));
+    // Certificates are compared by meaning, against the CAs of the namespace (certificates.ts).
+    const ctx = kind === 'Secret' ? secretContext(objects) : undefined;
+    for (const o of objects) {
       if (kind === 'Service' && o.metadata.name === 'kubernetes') continue;
       if (kind === 'ConfigMap' && o.metadata.name === 'kube-root-ca.crt') continue;
-      out[`${kind}/${o.metadata.name}`] = normalize(kind, o);
+      out[`${kind}/${o.metadata.name}`] = normalize(kind, o, ctx);
     }
   }
   for (const o of await kube.list(kindPath('Database', ns))) {
@@ -282,7 +311,8 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
   let op: RunningOperator | undefined;
   const observer = new Observer(kube, {
     namespace: ns,
-    expected: expectedChildKeys,
+    // A peer that does not make the TLS Secrets yet converges without them (a known difference).
+    expected: (db: KubeObject) => expectedChildKeys(db, { tls: makesTls(opts.impl) }),
     ...(opts.phases.includes('e2e') ? { requirePhase: 'Running' } : {}),
   });
   const logFile = join(opts.workDir, `${opts.impl}.log`);

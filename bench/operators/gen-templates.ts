@@ -13,7 +13,7 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -42,19 +42,86 @@ import {
   PASSWORD_ALPHABET,
   PASSWORD_LENGTH,
 } from '../../operators/database/src/controllers/database/desired/secret.ts';
+import {
+  APP_KEYS,
+  appSecret,
+  caSecret,
+  serverHosts,
+  serverSecret,
+} from '../../operators/database/src/controllers/database/desired/tls.ts';
 import { engineFor } from '../../operators/database/src/controllers/database/engines/index.ts';
 import {
   roleVerifier,
   SCRAM_ITERATIONS,
 } from '../../operators/database/src/controllers/database/engines/postgres/scram.ts';
 import { configHash as opkitConfigHash } from '../../operators/database/src/controllers/database/reconcile.ts';
+import {
+  generateCa,
+  issueServerCertificate,
+} from '../../operators/database/src/controllers/database/tls/pki.ts';
 import { WORKLOAD_STORAGE, WORKLOAD_VERSIONS } from '../harness/desired.ts';
 
 /**
  * Placeholders as long as the workload's names (db-NNNNN in namespace default): some rendered files
  * align columns on the name, so a substitution must not change lengths. The peers refuse other lengths.
  */
-export const PLACEHOLDERS = { name: 'zzdbnmzz', namespace: 'zznszzz', configHash: 'zzconfighashzz' };
+export const PLACEHOLDERS = {
+  name: 'zzdbnmzz',
+  namespace: 'zznszzz',
+  configHash: 'zzconfighashzz',
+  password: 'zzpasswordzz',
+};
+
+/** The CA's subject as the peers write it (common name first, then the organization), checked below. */
+const CA_ORGANIZATION = 'opkit-database-operator';
+
+/**
+ * postgres: what the peers need to make the TLS Secrets as opkit's TLS step does (tls/step.ts, pki.ts):
+ * the three Secrets without their certificate values, the names the server certificate holds, and the
+ * CA's subject and the validities, measured from certificates opkit's pki.ts generates (not copied
+ * constants: a change there fails here).
+ */
+async function tlsTemplate(db: DefaultedDatabase, plain: Record<string, string>) {
+  const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+  const hosts = serverHosts(db);
+  const ca = await generateCa(`${db.metadata.namespace}/${db.metadata.name}`, now);
+  const server = await issueServerCertificate(ca, hosts, now);
+  const caCert = new X509Certificate(ca.certPem);
+  const serverCert = new X509Certificate(server.certPem);
+  const caSubject = `CN=${db.metadata.namespace}/${db.metadata.name}\nO=${CA_ORGANIZATION}`;
+  if (caCert.subject !== caSubject) {
+    throw new Error(`opkit's CA subject is now ${JSON.stringify(caCert.subject)}: update both peers`);
+  }
+  if (serverCert.subject !== `CN=${hosts[0]}`) {
+    throw new Error(`opkit's server certificate subject is now ${serverCert.subject}: update both peers`);
+  }
+  const seconds = (d: string) => (Date.parse(d) - now.getTime()) / 1000;
+  const strip = (secret: ReturnType<typeof caSecret>) => {
+    const { data: _, ...rest } = secret;
+    return rest;
+  };
+  const empty = { certPem: '', keyPem: '' };
+  const app = appSecret(db, { ...plain, [SECRET_KEYS.appPassword]: PLACEHOLDERS.password }, '');
+  const appData = Object.fromEntries(
+    Object.entries(app.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+  );
+  return {
+    caCommonName: `${db.metadata.namespace}/${db.metadata.name}`,
+    caOrganization: CA_ORGANIZATION,
+    /** notBefore = now - backdate; notAfter = now + validity (the server's never past the CA's). */
+    backdateSeconds: -seconds(caCert.validFrom),
+    caValiditySeconds: seconds(caCert.validTo),
+    serverValiditySeconds: seconds(serverCert.validTo),
+    serverHosts: hosts,
+    /** `-ca`: owned like the credentials (only under deletionPolicy Delete); the others always. */
+    caSecret: strip(caSecret(db, empty)),
+    serverSecret: strip(serverSecret(db, empty, '')),
+    /** `-app` in plain values: the password (also in the uri, as PLACEHOLDERS.password) and ca.crt filled in. */
+    appSecret: { ...strip(app), stringData: appData },
+    appPasswordKey: SECRET_KEYS.appPassword,
+    appKeys: { password: APP_KEYS.password, ca: APP_KEYS.ca, uri: APP_KEYS.uri },
+  };
+}
 
 /** ConfigMap keys left out of the config hash (opkit's cluster record, not configuration). */
 export const UNHASHED_KEYS: readonly string[] = Object.values(CLUSTER_KEYS);
@@ -85,7 +152,7 @@ export function peerConfigHash(data: Record<string, string>): string {
   return h.digest('hex').slice(0, 32);
 }
 
-export function generateTemplates(): string {
+export async function generateTemplates(): Promise<string> {
   const templates: Record<string, unknown> = {};
   for (const engine of ['mysql', 'postgres'] as const) {
     for (const replicas of [1, 2, 3]) {
@@ -151,6 +218,7 @@ export function generateTemplates(): string {
         selector: selectorString(db),
         secretName: secret.metadata.name,
         statefulSetName: sts.metadata.name,
+        ...(engineFor(engine).tls ? { tls: await tlsTemplate(db, plain) } : {}),
       };
     }
   }
@@ -176,4 +244,4 @@ export function generateTemplates(): string {
   return out;
 }
 
-if (import.meta.main) console.log(`wrote ${generateTemplates()}`);
+if (import.meta.main) console.log(`wrote ${await generateTemplates()}`);

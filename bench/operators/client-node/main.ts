@@ -10,12 +10,23 @@
  *
  *   node bench/operators/client-node/main.ts --kubeconfig K --health-probe-bind-address 127.0.0.1:8081
  */
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import {
+  createHash,
+  createHmac,
+  createPrivateKey,
+  pbkdf2Sync,
+  randomBytes,
+  X509Certificate,
+} from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
+import {
+  generateCa,
+  issueServerCertificate,
+} from '../../../operators/database/src/controllers/database/tls/pki.ts';
 
 const { values } = parseArgs({
   options: {
@@ -47,11 +58,25 @@ interface Template {
   selector: string;
   secretName: string;
   statefulSetName: string;
+  /** postgres: the TLS Secrets (see ../gen-templates.ts and ensureTls below). */
+  tls?: TlsTemplate;
+}
+interface TlsTemplate {
+  caCommonName: string;
+  backdateSeconds: number;
+  caValiditySeconds: number;
+  serverValiditySeconds: number;
+  serverHosts: string[];
+  caSecret: k8s.V1Secret;
+  serverSecret: k8s.V1Secret;
+  appSecret: k8s.V1Secret;
+  appPasswordKey: string;
+  appKeys: { password: string; ca: string; uri: string };
 }
 const templates = JSON.parse(
   readFileSync(join(import.meta.dirname, '..', 'controller-runtime', 'templates.json'), 'utf8'),
 ) as {
-  placeholders: { name: string; namespace: string; configHash: string };
+  placeholders: { name: string; namespace: string; configHash: string; password: string };
   templates: Record<string, Template>;
 };
 
@@ -236,6 +261,106 @@ async function ensure(obj: k8s.KubernetesObject, t: Template, uid: string): Prom
   }
 }
 
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+const plainOf = (s: k8s.V1Secret | undefined, k: string) =>
+  s?.data?.[k] === undefined ? undefined : Buffer.from(s.data[k], 'base64').toString();
+
+async function readSecret(name: string, namespace: string): Promise<k8s.V1Secret | undefined> {
+  try {
+    return await core.readNamespacedSecret({ name, namespace });
+  } catch (err) {
+    if (code(err) === 404) return undefined;
+    throw err;
+  }
+}
+
+/** Creates a Secret (409: a concurrent reconcile did) or replaces it with the live resourceVersion. */
+async function putSecret(want: k8s.V1Secret, live: k8s.V1Secret | undefined): Promise<void> {
+  const namespace = want.metadata!.namespace!;
+  if (!live) {
+    await core.createNamespacedSecret({ namespace, body: want }).catch((err: unknown) => {
+      if (code(err) !== 409) throw err;
+    });
+    return;
+  }
+  await core.replaceNamespacedSecret({
+    name: want.metadata!.name!,
+    namespace,
+    body: { ...want, metadata: { ...want.metadata, resourceVersion: live.metadata?.resourceVersion } },
+  });
+}
+
+/** The server certificate is kept while signed by the CA, holding every name, a third of its validity left. */
+function serverUsable(server: k8s.V1Secret | undefined, caPem: string, hosts: string[]): boolean {
+  try {
+    const cert = new X509Certificate(plainOf(server, 'tls.crt') ?? '');
+    const ca = new X509Certificate(caPem);
+    const keyOk = cert.checkPrivateKey(createPrivateKey(plainOf(server, 'tls.key') ?? ''));
+    const names = new Set((cert.subjectAltName ?? '').split(', ').map((n) => n.replace(/^[^:]+:/, '')));
+    const from = Date.parse(cert.validFrom);
+    const to = Date.parse(cert.validTo);
+    return (
+      keyOk &&
+      cert.checkIssued(ca) &&
+      cert.verify(ca.publicKey) &&
+      hosts.every((h) => names.has(h)) &&
+      Date.now() < to - (to - from) / 3
+    );
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * postgres: the CA in `<name>-ca` (kept once made; owned only under deletionPolicy Delete), the server
+ * certificate in `<name>-server` (issued when missing or unfit) and `<name>-app` (replaced every time,
+ * like the other children), certificates from opkit's pki.ts (@peculiar/x509 on WebCrypto).
+ */
+async function ensureTls(db: Database, t: TlsTemplate, credentialsName: string): Promise<void> {
+  const namespace = db.metadata.namespace!;
+  const owner = {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'Database',
+    name: db.metadata.name!,
+    uid: db.metadata.uid!,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+  const owned = (s: k8s.V1Secret, own: boolean): k8s.V1Secret => ({
+    ...s,
+    metadata: { ...s.metadata, ...(own ? { ownerReferences: [owner] } : {}) },
+  });
+  const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+  const caLive = await readSecret(t.caSecret.metadata!.name!, namespace);
+  let ca = caLive && {
+    certPem: plainOf(caLive, 'ca.crt') ?? '',
+    keyPem: plainOf(caLive, 'ca.key') ?? '',
+  };
+  if (!ca) {
+    ca = await generateCa(t.caCommonName, now);
+    const data = { 'ca.crt': b64(ca.certPem), 'ca.key': b64(ca.keyPem) };
+    await putSecret(owned({ ...t.caSecret, data }, db.spec.deletionPolicy === 'Delete'), undefined);
+    // A concurrent reconcile (no queue here) may have created its own first (409): sign with the stored one.
+    const stored = await readSecret(t.caSecret.metadata!.name!, namespace);
+    ca = { certPem: plainOf(stored, 'ca.crt') ?? '', keyPem: plainOf(stored, 'ca.key') ?? '' };
+  }
+  const serverLive = await readSecret(t.serverSecret.metadata!.name!, namespace);
+  if (!serverUsable(serverLive, ca.certPem, t.serverHosts)) {
+    const server = await issueServerCertificate(ca, t.serverHosts, now);
+    const data = { 'tls.crt': b64(server.certPem), 'tls.key': b64(server.keyPem), 'ca.crt': b64(ca.certPem) };
+    await putSecret(owned({ ...t.serverSecret, data }, true), serverLive);
+  }
+  const credentials = await readSecret(credentialsName, namespace);
+  const password = plainOf(credentials, t.appPasswordKey);
+  if (!password) throw new Error(`Secret ${credentialsName} has no ${t.appPasswordKey} yet`);
+  const { stringData, ...app } = t.appSecret;
+  const data: Record<string, string> = {};
+  for (const [k, v] of Object.entries(stringData ?? {}))
+    data[k] = b64(v.replaceAll(templates.placeholders.password, password));
+  data[t.appKeys.ca] = b64(ca.certPem);
+  await putSecret(owned({ ...app, data }, true), await readSecret(app.metadata!.name!, namespace));
+}
+
 function condition(prev: Condition[] | undefined, c: Omit<Condition, 'lastTransitionTime'>): Condition {
   const old = prev?.find((p) => p.type === c.type);
   return {
@@ -256,6 +381,7 @@ async function reconcile(namespace: string, name: string): Promise<void> {
     return;
   }
   for (const child of t.children) await ensure(child, t, db.metadata.uid!);
+  if (t.tls) await ensureTls(db, t.tls, t.secretName);
   const replicas = db.spec.replicas ?? 1;
   if (replicas <= 1) {
     for (const del of [

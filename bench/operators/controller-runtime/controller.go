@@ -215,6 +215,13 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 
+	// postgres: the CA, the server certificate and <name>-app (tls.go).
+	if d.tpl.TLS != nil {
+		if err := r.ensureTLS(ctx, db, d, secret); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
 	cm := d.configMap()
 	current := &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta}
 	if err := r.createOrUpdate(ctx, db, current, func() error {

@@ -40,6 +40,7 @@ type template struct {
 	Selector         string            `json:"selector"`
 	SecretName       string            `json:"secretName"`
 	StatefulSetName  string            `json:"statefulSetName"`
+	TLS              *tlsTemplate      `json:"tls"`
 }
 
 var templates struct {
@@ -47,6 +48,7 @@ var templates struct {
 		Name       string `json:"name"`
 		Namespace  string `json:"namespace"`
 		ConfigHash string `json:"configHash"`
+		Password   string `json:"password"`
 	} `json:"placeholders"`
 	Templates map[string]json.RawMessage `json:"templates"`
 }

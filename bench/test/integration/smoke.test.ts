@@ -43,4 +43,8 @@ test('the harness converges the floor and opkit at N=3 with identical children',
   assert.ok((opkit.convergence!.peakRssMiB ?? 0) > 10);
   const eq = compareSnapshots('floor', floor.snapshot ?? {}, 'opkit', opkit.snapshot ?? {});
   assert.deepEqual(eq.childDiffs, []);
+  // The postgres Database's TLS Secrets are among them, their certificates compared by meaning.
+  const server = opkit.snapshot?.['Secret/db-00001-server'] as { data: Record<string, string> };
+  assert.match(server.data['tls.crt'] ?? '', /issued by the CA of Secret db-00001-ca/);
+  assert.ok(opkit.snapshot?.['Secret/db-00001-app'] && floor.snapshot?.['Secret/db-00001-app']);
 });

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { scramVerifier } from '../../../operators/database/src/controllers/database/engines/postgres/scram.ts';
-import { compareSnapshots, normalize } from '../../harness/equivalence.ts';
+import { compareSnapshots, KNOWN_DIFFERENCES, normalize, secretContext } from '../../harness/equivalence.ts';
 import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
-import { addCount, classify, type RequestCounts } from '../../harness/kube.ts';
+import { addCount, classify, type KubeObject, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
 import { markdownTable, median, svgPlot } from '../../harness/report.ts';
 
@@ -160,4 +160,66 @@ test("opkit runs with its image's environment: the compile cache warmed before t
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+/** The TLS Secrets of one postgres Database as opkit makes them (new keys each call), normalized together. */
+async function tlsSnapshot(uid: string, swapServerFrom?: KubeObject[]) {
+  const { desiredChildren, desiredTlsSecrets, inputs } = await import('../../harness/desired.ts');
+  const db = { ...inputs(2, 'default')[1]!, metadata: { ...inputs(2, 'default')[1]!.metadata, uid } };
+  const credentials = desiredChildren(db).find((c) => c.kind === 'Secret')!;
+  const tls = await desiredTlsSecrets(db, credentials);
+  const secrets = [credentials, ...tls].map((s) => {
+    if (!swapServerFrom || !s.metadata.name.endsWith('-server')) return s;
+    return { ...s, data: swapServerFrom.find((o) => o.metadata.name.endsWith('-server'))!.data };
+  });
+  const ctx = secretContext(secrets);
+  return {
+    secrets,
+    snap: Object.fromEntries(secrets.map((s) => [`Secret/${s.metadata.name}`, normalize('Secret', s, ctx)])),
+  };
+}
+
+test('TLS Secrets compare by meaning: other keys and serials are equal, a foreign CA is not', async () => {
+  const a = await tlsSnapshot('u1');
+  const b = await tlsSnapshot('u2');
+  assert.notDeepEqual(a.secrets[1]!.data, b.secrets[1]!.data, 'new keys each time');
+  assert.deepEqual(compareSnapshots('a', a.snap, 'b', b.snap).childDiffs, []);
+  const server = a.snap['Secret/db-00001-server'] as { data: Record<string, string> };
+  assert.match(server.data['tls.crt']!, /issued by the CA of Secret db-00001-ca/);
+  assert.match(server.data['tls.crt']!, /DNS:db-00001-0\.db-00001-headless\.default\.svc\.cluster\.local/);
+  assert.match(server.data['tls.key']!, /private key of tls\.crt/);
+  assert.equal(server.data['ca.crt'], '<certificate of the CA of Secret db-00001-ca>');
+  const ca = a.snap['Secret/db-00001-ca'] as { data: Record<string, string> };
+  assert.match(ca.data['ca.crt']!, /^<CA certificate; .*self-signed/);
+  const app = a.snap['Secret/db-00001-app'] as { data: Record<string, string> };
+  assert.equal(app.data.password, '<Secret db-00001-credentials app-password>');
+  assert.match(app.data.uri!, /:<Secret db-00001-credentials app-password>@/);
+  // A server certificate (and its ca.crt) from another Database's CA: named as a difference.
+  const c = await tlsSnapshot('u3', b.secrets);
+  const diffs = compareSnapshots('a', a.snap, 'c', c.snap).childDiffs;
+  assert.ok(
+    diffs.some((l) => l.includes('.data.tls.crt') && l.includes('issued by ca.crt of this Secret')),
+    diffs.join('\n'),
+  );
+  assert.ok(diffs.some((l) => l.includes('.data.ca.crt')));
+});
+
+test('what a peer does not do yet is a named known difference, not a child difference', () => {
+  const ref = { 'Secret/db-00001-ca': { x: 1 }, 'Secret/db-00001-credentials': { x: 1 } };
+  const other = { 'Secret/db-00001-credentials': { x: 1 } };
+  const tls = {
+    id: 'tls',
+    name: 'no TLS Secrets yet',
+    impls: ['client-node'],
+    keys: /^Secret\/.+-(ca|server|app)$/,
+  };
+  const r = compareSnapshots('opkit', ref, 'client-node', other, [tls]);
+  assert.deepEqual(r.childDiffs, []);
+  assert.equal(Object.values(r.knownDiffs).flat().length, 1);
+  assert.match(Object.keys(r.knownDiffs)[0]!, /no TLS Secrets yet/);
+  // For an implementation that makes them, the same gap is a child difference.
+  assert.equal(compareSnapshots('opkit', ref, 'floor', other, [tls]).childDiffs.length, 1);
+  // Now every implementation makes them: none is known.
+  assert.deepEqual(KNOWN_DIFFERENCES, []);
+  assert.equal(compareSnapshots('opkit', ref, 'client-node', other).childDiffs.length, 1);
 });

@@ -14,6 +14,7 @@ import {
   endpoints,
   headlessService,
   podDisruptionBudget,
+  primaryDisruptionBudget,
   readOnlyService,
   readWriteService,
   statefulSet,
@@ -89,6 +90,7 @@ export function desiredChildren(db: KubeObject): KubeObject[] {
     readOnlyService(spec),
     statefulSet(spec, { configHash: configHash(cm) }),
     podDisruptionBudget(spec),
+    primaryDisruptionBudget(spec),
   ].filter((c) => c !== undefined) as unknown as KubeObject[];
   const ns = db.metadata.namespace;
   // Under Retain (the default) the credentials Secret carries no owner: it outlives the Database.
@@ -166,8 +168,16 @@ export async function desiredTlsSecrets(
  * "Kind/name" of every child a Database must have; `tls: false` leaves the TLS Secrets out (for the
  * peers that do not make them yet: a known difference the equivalence check names).
  */
-export function expectedChildKeys(db: KubeObject, opts: { tls?: boolean } = {}): string[] {
-  const keys = desiredChildren(db).map((c) => `${c.kind}/${c.metadata.name}`);
+/** The primary's PodDisruptionBudget (engines that fail over: postgres). */
+export const PRIMARY_PDB = /^PodDisruptionBudget\/.+-primary$/;
+
+export function expectedChildKeys(
+  db: KubeObject,
+  opts: { tls?: boolean; primaryPdb?: boolean } = {},
+): string[] {
+  const keys = desiredChildren(db)
+    .filter((c) => opts.primaryPdb !== false || !PRIMARY_PDB.test(`${c.kind}/${c.metadata.name}`))
+    .map((c) => `${c.kind}/${c.metadata.name}`);
   if (opts.tls === false) return keys;
   return [...keys, ...tlsSecretNames(db).map((n) => `Secret/${n}`)];
 }

@@ -25,15 +25,27 @@ export interface KnownDifference {
 }
 
 /**
- * None now. The controller-runtime and client-node peers did not make the TLS Secrets at first; an entry
+ * The controller-runtime and client-node peers did not make the TLS Secrets at first; an entry
  * looked like { id: 'tls', name: 'no TLS Secrets yet (postgres: <name>-ca, <name>-server, <name>-app)',
  * impls: ['controller-runtime', 'client-node'], keys: /^Secret\/.+-(ca|server|app)$/ }.
  */
-export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [];
+export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
+  {
+    id: 'primary-pdb',
+    name: "no primary PodDisruptionBudget yet (postgres: <name>-primary, maxUnavailable 0, from opkit's failover)",
+    impls: ['controller-runtime', 'client-node'],
+    keys: /^PodDisruptionBudget\/.+-primary$/,
+  },
+];
+
+/** The implementation does what the known difference `id` says the peers named there do not. */
+export function makes(impl: string, id: string): boolean {
+  return !KNOWN_DIFFERENCES.some((d) => d.id === id && d.impls.includes(impl));
+}
 
 /** The implementation writes the TLS Secrets (everything but the peers named in KNOWN_DIFFERENCES). */
 export function makesTls(impl: string): boolean {
-  return !KNOWN_DIFFERENCES.some((d) => d.id === 'tls' && d.impls.includes(impl));
+  return makes(impl, 'tls');
 }
 
 /** What normalizing a Secret may use from the rest of its namespace. */

@@ -15,7 +15,7 @@ import {
   inputs,
   statefulSetName,
 } from './desired.ts';
-import { makesTls, normalize, secretContext } from './equivalence.ts';
+import { makes, makesTls, normalize, secretContext } from './equivalence.ts';
 import { type OperatorImpl, type RunningOperator, startOperator, waitReady } from './impls.ts';
 import { CHILD_KINDS, type ChildKind, isChildKind, kindPath } from './kinds.ts';
 import {
@@ -312,7 +312,8 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
   const observer = new Observer(kube, {
     namespace: ns,
     // A peer that does not make the TLS Secrets yet converges without them (a known difference).
-    expected: (db: KubeObject) => expectedChildKeys(db, { tls: makesTls(opts.impl) }),
+    expected: (db: KubeObject) =>
+      expectedChildKeys(db, { tls: makesTls(opts.impl), primaryPdb: makes(opts.impl, 'primary-pdb') }),
     ...(opts.phases.includes('e2e') ? { requirePhase: 'Running' } : {}),
   });
   const logFile = join(opts.workDir, `${opts.impl}.log`);

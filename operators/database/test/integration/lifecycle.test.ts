@@ -236,7 +236,7 @@ describe('Database operator: lifecycle', { timeout: 600_000 }, () => {
     const table = execFileSync('kubectl', ['--kubeconfig', cluster.kubeconfig, 'get', 'db', '-n', NS], {
       encoding: 'utf8',
     });
-    assert.match(table, /NAME\s+ENGINE\s+VERSION\s+REPLICAS\s+READY\s+PHASE\s+AGE/);
+    assert.match(table, /NAME\s+ENGINE\s+VERSION\s+REPLICAS\s+READY\s+PHASE\s+PRIMARY\s+TIMELINE\s+AGE/);
     assert.match(table, /production-db\s+mysql\s+8\.0\s+3\s+3\s+Running/);
 
     const reasons = (await eventsFor(client(), NS, NAME)).map((e) => e.reason);

@@ -156,7 +156,15 @@ describe('PostgreSQL on real pods: credentials', { timeout: 1_200_000, skip: nee
         ['-rlaF', '-D', 'skip', '-f', patterns, '--exclude-dir', 'etcd-data', '--exclude-dir', 'netns', dir],
         { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 600_000 },
       );
-      assert.ok(r.status === 0 || r.status === 1, `grep ran (${r.status}): ${r.stderr}`);
+      // A file removed while grep walks the tree (a container's pid file of an exec that ended) is the one
+      // error that is not a failure of the scan: every other error is (seen in a fresh-clone run).
+      const errors = (r.stderr ?? '')
+        .split('\n')
+        .filter((l) => l.trim() !== '' && !l.endsWith(': No such file or directory'));
+      assert.ok(
+        r.status === 0 || r.status === 1 || (r.status === 2 && errors.length === 0),
+        `grep ran (${r.status}): ${r.stderr}`,
+      );
       const hits = r.stdout.split('\n').filter(Boolean);
       // Allowed: the Secret's volume (credentials sidecar) and the replication passfile, both in memory.
       const allowed = (f: string) =>

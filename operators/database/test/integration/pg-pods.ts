@@ -212,3 +212,22 @@ export function rolloutOrder(
   const order = [...down.entries()].sort((a, b) => a[1] - b[1]).map(([p]) => p);
   return { order, down, up };
 }
+
+/**
+ * A statement through a Service right after the Database is Running: the Service's endpoints and the
+ * node's kube-proxy rules may lag the pods' readiness by a moment (seen in a fresh-clone run: `connection
+ * refused` on the read-write Service's ClusterIP). Retried only while the connection is refused, so a
+ * statement that reached the server is never run twice.
+ */
+export async function throughService<T>(run: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await run();
+    } catch (err) {
+      const refused = /Connection refused/.test(err instanceof Error ? err.message : String(err));
+      if (!refused || Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}

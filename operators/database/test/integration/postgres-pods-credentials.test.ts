@@ -27,7 +27,15 @@ import {
   startOperator,
   waitForPhase,
 } from './helpers.ts';
-import { appPsql, diagnose, type Kubectl, kubectlFor, samplePods, secretValue } from './pg-pods.ts';
+import {
+  appPsql,
+  diagnose,
+  type Kubectl,
+  kubectlFor,
+  samplePods,
+  secretValue,
+  throughService,
+} from './pg-pods.ts';
 
 const NS = 'pgcreds';
 const NAME = 'pg';
@@ -65,7 +73,9 @@ describe('PostgreSQL on real pods: credentials', { timeout: 1_200_000, skip: nee
     }
     for (const k of ['admin-password', 'app-password', 'replication-password'])
       passwords.add(await secretValue(cluster, NS, NAME, k));
-    await psql(PODS[0]!, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$before-rotation$$)');
+    await throughService(() =>
+      psql(PODS[0]!, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$before-rotation$$)'),
+    );
   });
   after(async () => {
     await operator?.stop();

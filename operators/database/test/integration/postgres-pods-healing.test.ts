@@ -27,7 +27,7 @@ import {
   startOperator,
   waitForPhase,
 } from './helpers.ts';
-import { appPsql, diagnose, type Kubectl, kubectlFor, superSql } from './pg-pods.ts';
+import { appPsql, diagnose, type Kubectl, kubectlFor, superSql, throughService } from './pg-pods.ts';
 
 const NS = 'pgheal';
 const NAME = 'pg';
@@ -96,7 +96,9 @@ describe('PostgreSQL on real pods: replication that heals', { timeout: 1_800_000
     );
     await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000).catch(fail);
     process.stderr.write(`# 3 instances Running in ${seconds(Date.now() - started)}\n`);
-    await psql(PODS[1]!, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$first$$)');
+    await throughService(() =>
+      psql(PODS[1]!, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$first$$)'),
+    );
   });
   after(async () => {
     await operator?.stop();

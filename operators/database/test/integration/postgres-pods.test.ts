@@ -33,6 +33,7 @@ import {
   type PodSample,
   rolloutOrder,
   samplePods,
+  throughService,
 } from './pg-pods.ts';
 
 const NS = 'pgpods';
@@ -87,7 +88,9 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     assert.equal(db.status?.readyReplicas, 3);
     assert.match(String(db.status?.systemIdentifier ?? ''), /^\d+$/, 'the cluster identity is recorded');
 
-    await psql(`${NAME}-1`, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$through-rw$$)');
+    await throughService(() =>
+      psql(`${NAME}-1`, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$through-rw$$)'),
+    );
     const read = await eventually(
       'the row through the read-only Service',
       async () => {

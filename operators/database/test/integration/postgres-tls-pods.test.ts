@@ -152,7 +152,7 @@ describe('PostgreSQL TLS on real pods', { timeout: 900_000, skip: needsRoot }, (
       '%u:%g %a',
       '/etc/opkit-tls/tls.key',
     ]);
-    assert.equal(mode.out.trim(), '0:999 640', mode.out);
+    assert.equal(mode.stdout.trim(), '0:999 640', mode.out);
     const ok = await runPod(
       appPod(
         'app-verify-full',

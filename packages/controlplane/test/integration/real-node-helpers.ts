@@ -4,19 +4,26 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import type { ControlPlane } from '../../src/index.ts';
 import { loopDevicesUnder } from '../../src/storage/loop-volume.ts';
 
-export function kubectl(cp: ControlPlane, args: string[], timeoutMs = 60_000): { code: number; out: string } {
+export function kubectl(
+  cp: ControlPlane,
+  args: string[],
+  timeoutMs = 60_000,
+): { code: number; out: string; stdout: string } {
   const r = spawnSync('kubectl', ['--kubeconfig', cp.kubeconfigPath, ...args], {
     encoding: 'utf8',
     timeout: timeoutMs,
   });
-  return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
+  return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '' };
 }
 
-/** Runs a command in a pod's container; throws with the output when it fails. */
+/**
+ * Runs a command in a pod's container and returns its stdout; throws with all output when it fails. Stdout
+ * alone: kubectl may warn on stderr after a successful exec ('websocket.go: Unknown stream id 1').
+ */
 export function exec(cp: ControlPlane, ns: string, pod: string, cmd: string[]): string {
   const r = kubectl(cp, ['exec', '-n', ns, pod, '--', ...cmd]);
   if (r.code !== 0) throw new Error(`kubectl exec ${pod} -- ${cmd.join(' ')} failed (${r.code}): ${r.out}`);
-  return r.out;
+  return r.stdout;
 }
 
 /** Everything of a real-node run still present on the host: processes, mounts, loop devices, netns, links, records. */

@@ -86,6 +86,10 @@ export interface ControlPlane {
   readonly realNodes: string[];
   /** Imports an OCI archive or layout directory into every real node (what `kind load` does). */
   loadImage(archiveOrDir: string): Promise<void>;
+  /** Kills a real node's kubelet (SIGKILL): its containers keep running; the node goes NotReady later. */
+  stopKubelet(node: string): Promise<void>;
+  /** Starts a real node's stopped kubelet again. */
+  startKubelet(node: string): void;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -303,6 +307,14 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
       loadImage: async (source: string) => {
         if (!realNodes) throw new Error('this cluster has no real nodes: start it with realNodes >= 1');
         await realNodes.loadImage(source);
+      },
+      stopKubelet: async (node: string) => {
+        if (!realNodes) throw new Error('this cluster has no real nodes: start it with realNodes >= 1');
+        await realNodes.stopKubelet(node);
+      },
+      startKubelet: (node: string) => {
+        if (!realNodes) throw new Error('this cluster has no real nodes: start it with realNodes >= 1');
+        realNodes.startKubelet(node);
       },
       stopApiServer,
       startApiServer: startAgain,

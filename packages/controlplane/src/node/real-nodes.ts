@@ -129,6 +129,10 @@ export interface RealNodes {
   /** Imports an OCI archive (or a directory holding an OCI layout) into every real node's containerd. */
   loadImage(archiveOrDir: string): Promise<void>;
   processes(): ManagedProcess[];
+  /** Kills a node's kubelet (SIGKILL); its containers keep running. A fault for failover tests. */
+  stopKubelet(name: string): Promise<void>;
+  /** Starts a stopped kubelet again (the same flags, the same state directory). */
+  startKubelet(name: string): void;
   stop(): Promise<void>;
   /** Synchronous last resort (exit hooks). */
   killNow(): void;
@@ -168,6 +172,14 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
   const { network, nodesDir, record } = o.prepared;
   const processes: ManagedProcess[] = [];
   const paths: NodePaths[] = [];
+  /** Each node's kubelet: how to start it (again, startKubelet) and its index in `processes`. */
+  const kubeletStarts = new Map<string, { start: () => ManagedProcess; index: number }>();
+  const kubeletOf = (name: string) => {
+    const k = kubeletStarts.get(name);
+    if (!k)
+      throw new Error(`no real node ${name} (the real nodes are ${[...kubeletStarts.keys()].join(', ')})`);
+    return k;
+  };
   let stopped = false;
   const killNow = () => {
     for (const p of processes) p.killNow();
@@ -272,7 +284,7 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
         return r.status === 0;
       });
       for (const a of archives) await importArchive(p.containerdSock, a);
-      processes.push(
+      const kubelet = () =>
         inNode(
           node.netns,
           'kubelet',
@@ -288,8 +300,9 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
             '--v=1',
           ],
           join(p.dir, 'kubelet.log'),
-        ),
-      );
+        );
+      kubeletStarts.set(node.name, { start: kubelet, index: processes.length });
+      processes.push(kubelet());
       processes.push(
         inNode(
           node.netns,
@@ -349,6 +362,16 @@ export async function startRealNodes(o: StartRealNodesOptions): Promise<RealNode
         source,
       ),
     processes: () => processes,
+    async stopKubelet(name: string) {
+      const k = processes[kubeletOf(name).index] as ManagedProcess;
+      // SIGKILL: a kubelet that died. Its containers (containerd's shims) keep running, as on a real node.
+      k.killNow();
+      await k.exited;
+    },
+    startKubelet(name: string) {
+      const k = kubeletOf(name);
+      if (!processes[k.index]?.running) processes[k.index] = k.start();
+    },
     stop,
     killNow,
   };

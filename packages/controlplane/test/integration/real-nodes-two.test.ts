@@ -134,6 +134,24 @@ describe('two real nodes', {
     }
   });
 
+  test("a node's kubelet killed: its containers keep serving, exec fails; started again, exec works", async () => {
+    const b = await readyPod('echo-1');
+    const before = cp.pids().length;
+    await cp.stopKubelet('real-node-1');
+    assert.equal(cp.pids().length, before - 1, 'the kubelet process is gone');
+    // As on a real node whose kubelet died: the container still answers, but nothing reaches it via the kubelet.
+    assert.equal(sh('echo-0', readLine(b.status.podIP!)), 'echo-1');
+    assert.throws(() => sh('echo-1', 'true'), /failed/);
+    await assert.rejects(cp.stopKubelet('real-node-9'), /no real node real-node-9/);
+    cp.startKubelet('real-node-1');
+    assert.equal(cp.pids().length, before);
+    assert.equal(
+      await eventually('exec through the kubelet again', async () => sh('echo-1', 'echo back')),
+      'back',
+    );
+    assert.equal(sh('echo-0', readLine(b.status.podIP!)), 'echo-1');
+  });
+
   test('stop leaves nothing of either node behind', async () => {
     const record = readRecords().find((r) => r.dirs.some((d) => d.startsWith(cp.dir)));
     assert.ok(record);

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
-import { ConfigMaps, type Pod, Pods } from '@opkit/runtime';
+import { ConfigMaps, type Node, Nodes, type Pod, Pods } from '@opkit/runtime';
 import { FakeClient, FakePodExecutor } from '@opkit/runtime/testing';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
 import {
@@ -282,6 +282,43 @@ describe('the failover procedure', () => {
       assert.equal(st?.replicationMode, 'Synchronous (ANY 1)');
       assert.ok(!inst.ran().some((r) => r.endsWith('promote')));
     });
+  });
+
+  test("the primary's node NotReady (its kubelet dead): completes without reaching the former primary", async () => {
+    // Found on two real nodes: the former primary's pod still shows its server running (nothing updates
+    // the status of a dead node's pods) and exec to it fails; Rejoining waited for it forever, and with
+    // status.failover never cleared no later failover could start.
+    await setup({ failoverDelay: 10 });
+    const onDead = {
+      ...pod('orders-0', { role: 'primary' }),
+      spec: { ...pod('orders-0').spec, nodeName: 'dead' },
+    };
+    client.setStored(Pods, onDead as Pod);
+    client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+    client.setStored(Pods, pod('orders-2', { role: 'replica' }));
+    client.setStored(Nodes, {
+      metadata: { name: 'dead' },
+      status: {
+        conditions: [{ type: 'Ready', status: 'Unknown', lastTransitionTime: new Date(NOW - 60_000) }],
+      },
+    } as Node);
+    inst.exec.on({ pod: 'orders-0' }, () => {
+      throw new Error('error dialing backend: dial tcp 10.250.1.10:10250: connect: connection refused');
+    });
+    for (let i = 0; i < 4 && stored().status?.failover?.phase !== 'Rejoining'; i++) {
+      await reconcile();
+      if (stored().status?.failover?.phase === 'Rejoining') {
+        client.setStored(Pods, pod('orders-2', { role: 'primary', ready: true }));
+      }
+    }
+    assert.equal(stored().status?.failover?.phase, 'Rejoining');
+    assert.equal(stored().status?.failover?.reason, 'PrimaryNodeNotReady');
+    await reconcile();
+    const st = stored().status;
+    assert.equal(st?.failover, undefined, `done, not waiting for orders-0: ${JSON.stringify(st?.failover)}`);
+    assert.equal(st?.lastFailover?.to, 'orders-2');
+    const done = recorder.events.find((e) => e.reason === 'FailoverCompleted');
+    assert.match(done?.note ?? '', /restarted orders-1 to follow it$/, 'orders-0 left to follow when back');
   });
 
   describe('a switchover', () => {

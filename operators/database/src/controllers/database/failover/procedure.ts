@@ -23,7 +23,8 @@
  *              The reconcile hands the pods the new primary and moves the role labels.
  *   Rejoining  once the ConfigMap names the new primary, every other instance that does not stream from
  *              it is restarted (a fast shutdown; the kubelet starts it again and instance.sh follows the
- *              new primary, rewinding or cloning as needed). Done when the new primary is Ready:
+ *              new primary, rewinding or cloning as needed); one that exec cannot reach on a NotReady
+ *              node is left to follow when it comes back. Done when the new primary is Ready:
  *              status.lastFailover, Events, status.failover cleared. The former primary rejoins by itself
  *              when it comes back (it may be on a dead node: nothing waits for it).
  */
@@ -510,7 +511,9 @@ class Procedure {
         if (r.exitCode === 0) restarted.add(pod);
         else pending = true;
       } catch {
-        pending = true;
+        // Unreachable on a NotReady node (a dead kubelet): nothing waits for it, it follows when back.
+        const nodes = await this.nodes([p.spec?.nodeName]);
+        if (nodeReady(nodes.get(p.spec?.nodeName ?? '')).ready) pending = true;
       }
     }
     const primaryPod = this.pod(to);

@@ -360,7 +360,17 @@ export class FailoverBench {
       await opts.afterWrites?.();
       rejoinMs = primary === former ? 0 : await this.rejoined(former, primary, at);
     } catch (err) {
-      await s.stop();
+      const seen = await s.stop();
+      // Recorded all the same: a scenario that did not finish is a figure too.
+      this.figures.push({
+        scenario: name,
+        writesAgainMs: Number.NaN,
+        lost: Number.NaN,
+        acknowledged: 0,
+        twoPrimaries: seen.twoWritable + seen.twoLabelled,
+        rejoinMs: Number.NaN,
+        note: `FAILED: ${(err as Error).message.split('\n')[0]}`,
+      });
       throw new Error(`${name}: ${(err as Error).message}\n${this.diagnose()}`);
     }
     const seen = await s.stop();

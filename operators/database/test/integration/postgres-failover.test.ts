@@ -27,6 +27,14 @@ const PLUGIN = fileURLToPath(new URL('../../src/cli/kubectl-opkit.ts', import.me
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
 // OPKIT_FAILOVER_RUNS=5 repeats each scenario (bench/results/failover.md); 1 by default.
 const RUNS = Math.max(1, Number(process.env.OPKIT_FAILOVER_RUNS ?? 1));
+// OPKIT_FAILOVER_ONLY=<regex>: only the scenarios whose test name matches (the others are skipped).
+const ONLY = process.env.OPKIT_FAILOVER_ONLY ? new RegExp(process.env.OPKIT_FAILOVER_ONLY) : undefined;
+// Each test's own bound: a test inside describe() gets scripts/test.ts's default (10 min), not the
+// suite's, and RUNS scenarios take longer; a test cut by its timeout would go on beside the next one.
+const each = (name: string) => ({
+  timeout: 900_000 * RUNS,
+  skip: ONLY && !ONLY.test(name) ? 'OPKIT_FAILOVER_ONLY' : false,
+});
 
 describe('PostgreSQL failover on two real nodes', { timeout: 7_200_000, skip: needsRoot }, () => {
   const bench = new FailoverBench();
@@ -102,214 +110,246 @@ describe('PostgreSQL failover on two real nodes', { timeout: 7_200_000, skip: ne
     );
   }
 
-  test('switchover to a chosen replica: writes resume, 0 acknowledged rows lost, the former primary streams again', async () => {
-    for (let run = 0; run < RUNS; run++) {
-      const timeline = (await getDb(client(), NS, NAME)).status?.timeline ?? 1;
-      const { former, primary } = await bench.scenario(
-        'switchover',
-        async (p) => {
-          promote(p === `${NAME}-1` ? `${NAME}-2` : `${NAME}-1`);
-          return undefined;
-        },
-        { zeroLoss: true, moves: true },
-      );
-      assert.notEqual(primary, former);
-      const db: Database = await getDb(client(), NS, NAME);
-      assert.equal(db.status?.lastFailover?.switchover, true);
-      assert.ok((db.status?.timeline ?? 0) > timeline, `a new timeline (was ${timeline})`);
-    }
-  });
-
-  test('the primary pod deleted: a replica is promoted, writes resume, the former primary rejoins', async () => {
-    for (let run = 0; run < RUNS; run++) {
-      const { former, primary } = await bench.scenario(
-        'primary pod deleted',
-        async (p) => {
-          deletePod(p);
-          return undefined;
-        },
-        { zeroLoss: false, moves: true },
-      );
-      assert.notEqual(primary, former);
-      assert.equal((await getDb(client(), NS, NAME)).status?.lastFailover?.reason, 'PrimaryPodMissing');
-    }
-  });
-
-  test("the primary's postgres killed (immediate shutdown): writes resume, never two primaries", async () => {
-    for (let run = 0; run < RUNS; run++) {
-      await bench.scenario(
-        'primary postgres killed',
-        async (p) => {
-          await bench.exec.exec(
-            { namespace: NS, name: p },
-            {
-              container: 'postgres',
-              command: ['sh', '-c', 'pg_ctl stop -D "$PGDATA" -m immediate'],
-              timeoutMs: 30_000,
-            },
-          );
-          return undefined;
-        },
-        // A restart within failoverDelay keeps the primary; a slower one fails over.
-        { zeroLoss: false, moves: false },
-      );
-    }
-  });
-
-  test("the primary node's kubelet killed: failover once the node is NotReady; measured, see failover.md", async () => {
-    for (let run = 0; run < RUNS; run++) {
-      await arrange();
-      let node = '';
-      let killedAt = 0;
-      let notReadyMs = 0;
-      await bench.scenario(
-        'kubelet killed',
-        async (p) => {
-          node = await bench.nodeOf(p);
-          killedAt = Date.now();
-          await bench.cluster.cp.stopKubelet(node);
-          return `kubelet of ${node} killed`;
-        },
-        {
-          zeroLoss: false,
-          moves: true,
-          // The former primary keeps running (its kubelet is dead): reachable by its pod IP, out of
-          // recovery, until the kubelet is back. Measured, not asserted (failover.md).
-          onePrimary: false,
-          afterWrites: async () => {
-            const n = await client().get<Node>(Nodes, { name: node });
-            const cond = n.status?.conditions?.find((c) => c.type === 'Ready');
-            notReadyMs =
-              cond?.status === 'True' ? -1 : new Date(cond?.lastTransitionTime ?? 0).getTime() - killedAt;
-            bench.cluster.cp.startKubelet(node);
+  test(
+    'switchover to a chosen replica: writes resume, 0 acknowledged rows lost, the former primary streams again',
+    each(
+      'switchover to a chosen replica: writes resume, 0 acknowledged rows lost, the former primary streams again',
+    ),
+    async () => {
+      for (let run = 0; run < RUNS; run++) {
+        const timeline = (await getDb(client(), NS, NAME)).status?.timeline ?? 1;
+        const { former, primary } = await bench.scenario(
+          'switchover',
+          async (p) => {
+            promote(p === `${NAME}-1` ? `${NAME}-2` : `${NAME}-1`);
+            return undefined;
           },
-        },
+          { zeroLoss: true, moves: true },
+        );
+        assert.notEqual(primary, former);
+        const db: Database = await getDb(client(), NS, NAME);
+        assert.equal(db.status?.lastFailover?.switchover, true);
+        assert.ok((db.status?.timeline ?? 0) > timeline, `a new timeline (was ${timeline})`);
+      }
+    },
+  );
+
+  test(
+    'the primary pod deleted: a replica is promoted, writes resume, the former primary rejoins',
+    each('the primary pod deleted: a replica is promoted, writes resume, the former primary rejoins'),
+    async () => {
+      for (let run = 0; run < RUNS; run++) {
+        const { former, primary } = await bench.scenario(
+          'primary pod deleted',
+          async (p) => {
+            deletePod(p);
+            return undefined;
+          },
+          { zeroLoss: false, moves: true },
+        );
+        assert.notEqual(primary, former);
+        assert.equal((await getDb(client(), NS, NAME)).status?.lastFailover?.reason, 'PrimaryPodMissing');
+      }
+    },
+  );
+
+  test(
+    "the primary's postgres killed (immediate shutdown): writes resume, never two primaries",
+    each("the primary's postgres killed (immediate shutdown): writes resume, never two primaries"),
+    async () => {
+      for (let run = 0; run < RUNS; run++) {
+        await bench.scenario(
+          'primary postgres killed',
+          async (p) => {
+            await bench.exec.exec(
+              { namespace: NS, name: p },
+              {
+                container: 'postgres',
+                command: ['sh', '-c', 'pg_ctl stop -D "$PGDATA" -m immediate'],
+                timeoutMs: 30_000,
+              },
+            );
+            return undefined;
+          },
+          // A restart within failoverDelay keeps the primary; a slower one fails over.
+          { zeroLoss: false, moves: false },
+        );
+      }
+    },
+  );
+
+  test(
+    "the primary node's kubelet killed: failover once the node is NotReady; measured, see failover.md",
+    each("the primary node's kubelet killed: failover once the node is NotReady; measured, see failover.md"),
+    async () => {
+      for (let run = 0; run < RUNS; run++) {
+        await arrange();
+        let node = '';
+        let killedAt = 0;
+        let notReadyMs = 0;
+        await bench.scenario(
+          'kubelet killed',
+          async (p) => {
+            node = await bench.nodeOf(p);
+            killedAt = Date.now();
+            await bench.cluster.cp.stopKubelet(node);
+            return `kubelet of ${node} killed`;
+          },
+          {
+            zeroLoss: false,
+            moves: true,
+            // The former primary keeps running (its kubelet is dead): reachable by its pod IP, out of
+            // recovery, until the kubelet is back. Measured, not asserted (failover.md).
+            onePrimary: false,
+            afterWrites: async () => {
+              const n = await client().get<Node>(Nodes, { name: node });
+              const cond = n.status?.conditions?.find((c) => c.type === 'Ready');
+              notReadyMs =
+                cond?.status === 'True' ? -1 : new Date(cond?.lastTransitionTime ?? 0).getTime() - killedAt;
+              bench.cluster.cp.startKubelet(node);
+            },
+          },
+        );
+        const f = bench.figures.at(-1);
+        if (f) f.note = `${f.note}; NotReady after ${(notReadyMs / 1000).toFixed(0)} s`;
+        await eventually(
+          `${node} Ready again`,
+          async () =>
+            (await client().get<Node>(Nodes, { name: node })).status?.conditions?.some(
+              (c) => c.type === 'Ready' && c.status === 'True',
+            ),
+          300_000,
+          1000,
+        );
+      }
+    },
+  );
+
+  test(
+    'the operator SIGKILLed in the middle of a failover: a new process resumes it from the status',
+    each('the operator SIGKILLed in the middle of a failover: a new process resumes it from the status'),
+    async () => {
+      for (let run = 0; run < RUNS; run++) {
+        await bench.scenario(
+          'operator SIGKILLed mid-failover',
+          async (p) => {
+            deletePod(p);
+            const phase = await eventually(
+              'a failover recorded',
+              async () => (await getDb(client(), NS, NAME)).status?.failover?.phase,
+              120_000,
+              50,
+            );
+            await bench.killOperator('SIGKILL');
+            bench.startOperator();
+            return `killed in phase ${phase}`;
+          },
+          { zeroLoss: false, moves: true },
+        );
+      }
+    },
+  );
+
+  test(
+    'synchronous mode (synchronousReplicas 1): the primary pod deleted, 0 acknowledged rows lost',
+    each('synchronous mode (synchronousReplicas 1): the primary pod deleted, 0 acknowledged rows lost'),
+    async () => {
+      await client().patch(
+        Databases.resource,
+        { namespace: NS, name: NAME },
+        { type: 'merge', body: { spec: { synchronousReplicas: 1 } } },
       );
-      const f = bench.figures.at(-1);
-      if (f) f.note = `${f.note}; NotReady after ${(notReadyMs / 1000).toFixed(0)} s`;
       await eventually(
-        `${node} Ready again`,
-        async () =>
-          (await client().get<Node>(Nodes, { name: node })).status?.conditions?.some(
-            (c) => c.type === 'Ready' && c.status === 'True',
-          ),
+        'the primary in synchronous mode',
+        async () => {
+          const primary = await bench.primaryNow();
+          return (await bench.sql(primary, 'SHOW synchronous_standby_names'))?.startsWith('ANY 1');
+        },
         300_000,
         1000,
       );
-    }
-  });
-
-  test('the operator SIGKILLed in the middle of a failover: a new process resumes it from the status', async () => {
-    for (let run = 0; run < RUNS; run++) {
-      await bench.scenario(
-        'operator SIGKILLed mid-failover',
-        async (p) => {
-          deletePod(p);
-          const phase = await eventually(
-            'a failover recorded',
-            async () => (await getDb(client(), NS, NAME)).status?.failover?.phase,
-            120_000,
-            50,
-          );
-          await bench.killOperator('SIGKILL');
-          bench.startOperator();
-          return `killed in phase ${phase}`;
-        },
-        { zeroLoss: false, moves: true },
+      for (let run = 0; run < RUNS; run++) {
+        const { former, primary } = await bench.scenario(
+          'primary pod deleted, synchronous',
+          async (p) => {
+            deletePod(p);
+            return undefined;
+          },
+          { zeroLoss: true, moves: true },
+        );
+        assert.notEqual(primary, former);
+      }
+      // The writer still runs through every scenario: its pod was never restarted.
+      const writer = await client().get(Pods, { namespace: NS, name: 'writer' });
+      assert.equal(writer.status?.phase, 'Running');
+      // Asynchronous again for the drain (last: see its comment).
+      await client().patch(
+        Databases.resource,
+        { namespace: NS, name: NAME },
+        { type: 'merge', body: { spec: { synchronousReplicas: 0 } } },
       );
-    }
-  });
-
-  test('synchronous mode (synchronousReplicas 1): the primary pod deleted, 0 acknowledged rows lost', async () => {
-    await client().patch(
-      Databases.resource,
-      { namespace: NS, name: NAME },
-      { type: 'merge', body: { spec: { synchronousReplicas: 1 } } },
-    );
-    await eventually(
-      'the primary in synchronous mode',
-      async () => {
-        const primary = await bench.primaryNow();
-        return (await bench.sql(primary, 'SHOW synchronous_standby_names'))?.startsWith('ANY 1');
-      },
-      300_000,
-      1000,
-    );
-    for (let run = 0; run < RUNS; run++) {
-      const { former, primary } = await bench.scenario(
-        'primary pod deleted, synchronous',
-        async (p) => {
-          deletePod(p);
-          return undefined;
-        },
-        { zeroLoss: true, moves: true },
-      );
-      assert.notEqual(primary, former);
-    }
-    // The writer still runs through every scenario: its pod was never restarted.
-    const writer = await client().get(Pods, { namespace: NS, name: 'writer' });
-    assert.equal(writer.status?.phase, 'Running');
-    // Asynchronous again for the drain (last: see its comment).
-    await client().patch(
-      Databases.resource,
-      { namespace: NS, name: NAME },
-      { type: 'merge', body: { spec: { synchronousReplicas: 0 } } },
-    );
-  });
+    },
+  );
   // Last: a former primary evicted right after the switchover was once left unable to stream (a second
   // pg_rewind's single-user crash recovery wrote WAL the new primary does not have; failover.md), and a
   // replica that never streams again would hold up every later scenario.
-  test("the primary's node cordoned and drained: a switchover before the eviction, 0 rows lost, uncordoned", async () => {
-    for (let run = 0; run < RUNS; run++) {
-      let drain: Promise<{ code: number | null; out: string; ms: number }> | undefined;
-      let node = '';
-      const { former, primary } = await bench.scenario(
-        'node drained',
-        async (p) => {
-          node = await bench.nodeOf(p);
-          const started = Date.now();
-          // The writer is left on its node (it has no controller; its log is the measurement).
-          const child = spawn(
-            'kubectl',
-            [
-              '--kubeconfig',
-              bench.cluster.kubeconfig,
-              'drain',
-              node,
-              '--ignore-daemonsets',
-              '--delete-emptydir-data',
-              `--pod-selector=${WRITER_LABEL}!=writer`,
-              '--timeout=600s',
-            ],
-            { stdio: ['ignore', 'pipe', 'pipe'] },
-          );
-          let out = '';
-          child.stdout.on('data', (b: Buffer) => {
-            out += b.toString();
-          });
-          child.stderr.on('data', (b: Buffer) => {
-            out += b.toString();
-          });
-          drain = new Promise((resolve) =>
-            child.once('exit', (code) => resolve({ code, out, ms: Date.now() - started })),
-          );
-          return `drained ${node}`;
-        },
-        {
-          zeroLoss: true,
-          moves: true,
-          afterWrites: async () => {
-            const d = await drain;
-            assert.equal(d?.code, 0, `kubectl drain: ${d?.out}`);
-            process.stdout.write(`# drain of ${node} took ${((d?.ms ?? 0) / 1000).toFixed(1)} s\n`);
-            assert.equal(bench.kubectl(['uncordon', node]).code, 0);
+  test(
+    "the primary's node cordoned and drained: a switchover before the eviction, 0 rows lost, uncordoned",
+    each(
+      "the primary's node cordoned and drained: a switchover before the eviction, 0 rows lost, uncordoned",
+    ),
+    async () => {
+      for (let run = 0; run < RUNS; run++) {
+        let drain: Promise<{ code: number | null; out: string; ms: number }> | undefined;
+        let node = '';
+        const { former, primary } = await bench.scenario(
+          'node drained',
+          async (p) => {
+            node = await bench.nodeOf(p);
+            const started = Date.now();
+            // The writer is left on its node (it has no controller; its log is the measurement).
+            const child = spawn(
+              'kubectl',
+              [
+                '--kubeconfig',
+                bench.cluster.kubeconfig,
+                'drain',
+                node,
+                '--ignore-daemonsets',
+                '--delete-emptydir-data',
+                `--pod-selector=${WRITER_LABEL}!=writer`,
+                '--timeout=600s',
+              ],
+              { stdio: ['ignore', 'pipe', 'pipe'] },
+            );
+            let out = '';
+            child.stdout.on('data', (b: Buffer) => {
+              out += b.toString();
+            });
+            child.stderr.on('data', (b: Buffer) => {
+              out += b.toString();
+            });
+            drain = new Promise((resolve) =>
+              child.once('exit', (code) => resolve({ code, out, ms: Date.now() - started })),
+            );
+            return `drained ${node}`;
           },
-        },
-      );
-      assert.notEqual(primary, former);
-      const db = await getDb(client(), NS, NAME);
-      assert.equal(db.status?.lastFailover?.reason, 'PrimaryNodeCordoned');
-      assert.equal(db.status?.lastFailover?.switchover, true);
-    }
-  });
+          {
+            zeroLoss: true,
+            moves: true,
+            afterWrites: async () => {
+              const d = await drain;
+              assert.equal(d?.code, 0, `kubectl drain: ${d?.out}`);
+              process.stdout.write(`# drain of ${node} took ${((d?.ms ?? 0) / 1000).toFixed(1)} s\n`);
+              assert.equal(bench.kubectl(['uncordon', node]).code, 0);
+            },
+          },
+        );
+        assert.notEqual(primary, former);
+        const db = await getDb(client(), NS, NAME);
+        assert.equal(db.status?.lastFailover?.reason, 'PrimaryNodeCordoned');
+        assert.equal(db.status?.lastFailover?.switchover, true);
+      }
+    },
+  );
 });

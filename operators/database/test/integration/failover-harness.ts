@@ -10,7 +10,7 @@
  * primary, is a two-primary sample.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
@@ -27,7 +27,7 @@ import {
   startCluster,
   waitForPhase,
 } from './helpers.ts';
-import { secretValue } from './pg-pods.ts';
+import { kubectlFor, secretValue } from './pg-pods.ts';
 
 export const NS = 'failover';
 export const NAME = 'pg';
@@ -65,11 +65,7 @@ export class FailoverBench {
   private operators = 0;
 
   kubectl(args: string[], timeoutMs = 60_000): { code: number; out: string; stdout: string } {
-    const r = spawnSync('kubectl', ['--kubeconfig', this.cluster.kubeconfig, ...args], {
-      encoding: 'utf8',
-      timeout: timeoutMs,
-    });
-    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '' };
+    return kubectlFor(this.cluster)(args, { timeoutMs });
   }
 
   diagnose(): string {

@@ -206,6 +206,9 @@ describe('PostgreSQL failover on two real nodes', { timeout: 7_200_000, skip: ne
               const cond = n.status?.conditions?.find((c) => c.type === 'Ready');
               notReadyMs =
                 cond?.status === 'True' ? -1 : new Date(cond?.lastTransitionTime ?? 0).getTime() - killedAt;
+              process.stdout.write(
+                `# ${node} NotReady ${(notReadyMs / 1000).toFixed(0)} s after its kubelet died\n`,
+              );
               bench.cluster.cp.startKubelet(node);
             },
           },

@@ -574,10 +574,15 @@ const status = s.object(
           role: s.enum(['primary', 'replica'], { description: 'What the operator designated it.' }),
           ready: s.boolean({
             description:
-              'The pod is Ready: for a replica, streaming from the current primary within the lag bound.',
+              'The pod is Ready: for a replica, streaming from the current primary within the lag bound ' +
+              '(64 MiB of WAL not replayed yet, measured by its readiness probe).',
           }),
           reason: s
-            .string({ description: 'Why it is not ready (CamelCase): PodMissing, Unschedulable, ...' })
+            .string({
+              description:
+                'Why it is not ready (CamelCase): PodMissing, Unschedulable, Bootstrapping, CrashLoopBackOff, ' +
+                'NotStreaming, LagOverBound, ReadinessProbeFailing, ...',
+            })
             .optional(),
           message: s.string({ description: 'Why it is not ready, in a sentence.' }).optional(),
           result: s
@@ -587,7 +592,40 @@ const status = s.object(
             })
             .optional(),
           resultAt: s.string({ description: 'When that start finished (RFC 3339).' }).optional(),
-          timeline: s.integer({ format: 'int64', description: 'Its PostgreSQL timeline then.' }).optional(),
+          timeline: s
+            .integer({
+              format: 'int64',
+              description:
+                "Its PostgreSQL timeline: the primary's current one, for the primary and each replica " +
+                'streaming from it (as the primary last said); otherwise the one its last start reported.',
+            })
+            .optional(),
+          streaming: s
+            .boolean({
+              description:
+                'A replica: it streams WAL from the current primary (a WAL sender in state streaming there), ' +
+                'as the primary last said; the operator asks it every 30 s.',
+            })
+            .optional(),
+          lagBytes: s
+            .integer({
+              format: 'int64',
+              description:
+                'A streaming replica: WAL the primary wrote that it has not replayed yet, measured on the ' +
+                'primary. Coarse, so that writes do not rewrite the status at every poll: 0 below 1 MiB, ' +
+                "else rounded down to a power of two MiB (1, 2, 4, ... MiB); the operator's /metrics " +
+                '(database_replication_lag_bytes) has the exact value.',
+            })
+            .optional(),
+          lagSeconds: s
+            .integer({
+              format: 'int64',
+              description:
+                "A streaming replica: its replay lag (pg_stat_replication's replay_lag; 0 once an idle " +
+                'replica caught up), 0 below 1 s, else rounded down to a power of two seconds; exact in ' +
+                'database_replication_lag_seconds.',
+            })
+            .optional(),
         }),
         {
           description:

@@ -58,6 +58,7 @@ import {
 } from '../../api/v1/database.ts';
 import { FailoverMetrics } from './failover/metrics.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
+import { DEFAULT_REPLICATION_POLL_MS, ReplicationPoller } from './replication-poll.ts';
 
 export const CONTROLLER_NAME = 'database';
 /** reportingController of the operator's Events. */
@@ -116,6 +117,8 @@ export interface DatabaseControllerOptions {
   maxConcurrentReconciles?: number;
   /** pods/exec, for the failover of postgres Databases; without it the operator never fails over. */
   exec?: PodExecutor;
+  /** How often the primary of a postgres Database is asked about its replicas, ms (default 30 s; 0 never). */
+  replicationPollMs?: number;
 }
 
 /** A managed object to the Database named by its instance label (pods and PVCs are not owned by it). */
@@ -208,11 +211,18 @@ export function setupDatabaseController(
   for (const kind of MANAGED_KINDS) {
     mgr.cache.configure(kind as Resource<KubeObject>, { labelSelector: MANAGED_SELECTOR });
   }
+  const failoverMetrics = opts.exec ? new FailoverMetrics(mgr.metrics.registry) : undefined;
+  const poll = opts.replicationPollMs ?? DEFAULT_REPLICATION_POLL_MS;
   const reconciler = databaseReconciler({
     client: mgr.client,
     reader: cacheReader(mgr.cache),
     recorder: mgr.getEventRecorder(EVENT_SOURCE),
-    ...(opts.exec ? { exec: opts.exec, failoverMetrics: new FailoverMetrics(mgr.metrics.registry) } : {}),
+    ...(opts.exec ? { exec: opts.exec, failoverMetrics } : {}),
+    ...(opts.exec && poll > 0
+      ? {
+          replication: new ReplicationPoller({ exec: opts.exec, metrics: failoverMetrics, intervalMs: poll }),
+        }
+      : {}),
   });
   return controllerFor(mgr, Databases.resource)
     .named(CONTROLLER_NAME)

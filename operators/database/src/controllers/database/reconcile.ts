@@ -107,6 +107,7 @@ import type { FailoverMetrics } from './failover/metrics.ts';
 import { liveConfigData, runFailover } from './failover/procedure.ts';
 import { instanceEvents, instanceStatuses } from './instances.ts';
 import { adoptionLabels, checkOwnership, ObjectConflictError } from './ownership.ts';
+import { pollReplication, type ReplicationPoller } from './replication-poll.ts';
 import { syncRoleLabels } from './roles.ts';
 import { nextRoll, REVISION_LABEL } from './rollout.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
@@ -150,6 +151,8 @@ export interface ReconcilerDeps {
   failoverMetrics?: FailoverMetrics;
   /** The clock of failover decisions, ms (tests). */
   clock?: () => number;
+  /** postgres: asks the primary about its replicas (status.instances lag, the lag gauges). */
+  replication?: ReplicationPoller;
 }
 
 /** A Reader over the informer cache (objects are frozen: never mutate them, copy first). */
@@ -969,6 +972,7 @@ export async function reconcileDatabase(
   const found = await deps.reader.get(Databases.resource, req);
   if (!found) {
     written.delete(key);
+    await deps.replication?.forget(req.namespace ?? '', req.name);
     return;
   }
   let db = withTypeMeta(Databases.resource, structuredClone(found) as Database);
@@ -997,6 +1001,7 @@ export async function reconcileDatabase(
 
   // 1. Finalizer and deletion.
   if (isBeingDeleted(db)) {
+    await deps.replication?.forget(req.namespace ?? '', req.name);
     const run = new Run(deps, db, signal, ctx.log);
     // Phase Deleting while something (our finalizer, foreground deletion) holds the object; best effort.
     try {
@@ -1096,13 +1101,16 @@ export async function reconcileDatabase(
     ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };
+  const polled = await pollReplication(deps.replication, run, stsName);
   const instances = run.cluster
-    ? instanceStatuses(
-        stsName,
-        run.spec.spec.replicas,
-        run.cluster.record.primary,
-        run.pods,
-        run.cluster.reports,
+    ? polled.apply(
+        instanceStatuses(
+          stsName,
+          run.spec.spec.replicas,
+          run.cluster.record.primary,
+          run.pods,
+          run.cluster.reports,
+        ),
       )
     : undefined;
   if (instances) observed.instances = instances;
@@ -1144,7 +1152,9 @@ export async function reconcileDatabase(
   if (run.failoverRequeueMs !== undefined) {
     return requeueAfter(Math.min(Math.max(200, run.failoverRequeueMs), renewWait));
   }
-  if (renewIn < RENEWAL_LOOKAHEAD_MS) return requeueAfter(renewWait);
+  if (renewIn < RENEWAL_LOOKAHEAD_MS) return requeueAfter(Math.min(renewWait, polled.nextMs ?? renewWait));
+  // The next replication poll.
+  if (polled.nextMs !== undefined) return requeueAfter(Math.max(1_000, polled.nextMs));
   return;
 }
 

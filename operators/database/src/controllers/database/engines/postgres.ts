@@ -54,6 +54,7 @@ export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
+export * from './postgres/replication.ts';
 export * from './postgres/report.ts';
 export * from './postgres/scram.ts';
 

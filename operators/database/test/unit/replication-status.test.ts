@@ -1,0 +1,318 @@
+/**
+ * What the primary says about its replicas, in status.instances and on /metrics: the parser of the query's
+ * output, the coarse lag the status holds (stable while idle and under small lag), the precise reasons of
+ * a replica that is not ready (replication-status.ts, pure), and the poll's cadence, back-off and gauges
+ * (replication-poll.ts, with a FakePodExecutor and a clock).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Pod } from '@opkit/runtime';
+import { FakePodExecutor } from '@opkit/runtime/testing';
+import { Registry } from 'prom-client';
+import {
+  parseReplication,
+  type ReplicationSample,
+  slotName,
+} from '../../src/controllers/database/engines/index.ts';
+import { FailoverMetrics } from '../../src/controllers/database/failover/metrics.ts';
+import type { InstanceStatus } from '../../src/controllers/database/instances.ts';
+import { ReplicationPoller } from '../../src/controllers/database/replication-poll.ts';
+import {
+  formatLag,
+  lagBucketBytes,
+  lagBucketSeconds,
+  type PolledReplication,
+  withReplication,
+} from '../../src/controllers/database/replication-status.ts';
+
+const MiB = 1024 * 1024;
+const BOUND = 64 * MiB;
+
+const OUTPUT = [
+  'self|f|2',
+  'sender|pg-1|streaming|0|0',
+  'sender|pg-2|catchup||1500',
+  'slot|opkit_pg_1|reserved',
+  'slot|opkit_pg_2|lost',
+  '',
+].join('\n');
+
+describe('parseReplication', () => {
+  it('reads the primary, its WAL senders and its slots', () => {
+    assert.deepEqual(parseReplication(OUTPUT), {
+      inRecovery: false,
+      timeline: 2,
+      senders: [
+        { name: 'pg-1', state: 'streaming', lagBytes: 0, lagMs: 0 },
+        { name: 'pg-2', state: 'catchup', lagBytes: undefined, lagMs: 1500 },
+      ],
+      slots: { opkit_pg_1: 'reserved', opkit_pg_2: 'lost' },
+    });
+  });
+  it('a primary without replicas; a replica asked', () => {
+    assert.deepEqual(parseReplication('self|f|1\n'), {
+      inRecovery: false,
+      timeline: 1,
+      senders: [],
+      slots: {},
+    });
+    assert.equal(parseReplication('self|t|3\n')?.inRecovery, true);
+  });
+  it('anything else is no answer', () => {
+    assert.equal(parseReplication(''), undefined);
+    assert.equal(parseReplication('psql: error: connection refused\n'), undefined);
+    assert.equal(parseReplication('sender|pg-1|streaming|0|0\n'), undefined);
+  });
+});
+
+describe('the coarse lag of the status', () => {
+  it('bytes: 0 below 1 MiB, then powers of two MiB', () => {
+    assert.equal(lagBucketBytes(0), 0);
+    assert.equal(lagBucketBytes(MiB - 1), 0);
+    assert.equal(lagBucketBytes(MiB), MiB);
+    assert.equal(lagBucketBytes(3 * MiB - 1), 2 * MiB);
+    assert.equal(lagBucketBytes(52 * MiB), 32 * MiB);
+    assert.equal(lagBucketBytes(64 * MiB), 64 * MiB);
+  });
+  it('seconds: 0 below 1 s, then powers of two seconds', () => {
+    assert.equal(lagBucketSeconds(0), 0);
+    assert.equal(lagBucketSeconds(999), 0);
+    assert.equal(lagBucketSeconds(1000), 1);
+    assert.equal(lagBucketSeconds(7999), 4);
+    assert.equal(lagBucketSeconds(8000), 8);
+  });
+  it('messages say whole units', () => {
+    assert.equal(formatLag(52 * MiB + 5), '52 MiB');
+    assert.equal(formatLag(64 * MiB), '64 MiB');
+    assert.equal(formatLag(512), '512 B');
+    assert.equal(formatLag(3 * 1024 * MiB), '3 GiB');
+  });
+});
+
+const inst = (name: string, role: 'primary' | 'replica', ready = true): InstanceStatus => ({
+  name,
+  role,
+  ready,
+  ...(ready
+    ? {}
+    : { reason: 'ReadinessProbeFailing', message: `${name}: its readiness probe (health.sh ready) fails` }),
+  result: 'cloned',
+  timeline: 1,
+});
+
+const polled = (sample: Partial<ReplicationSample>, primary = 'pg-0'): PolledReplication => ({
+  primary,
+  at: 0,
+  sample: { inRecovery: false, timeline: 1, senders: [], slots: {}, ...sample },
+});
+
+describe('withReplication', () => {
+  const three = [inst('pg-0', 'primary'), inst('pg-1', 'replica'), inst('pg-2', 'replica')];
+
+  it('a quiet cluster: replicas streaming, lag 0, the timeline of the primary', () => {
+    const out = withReplication(
+      three,
+      polled({
+        timeline: 1,
+        senders: [
+          { name: 'pg-1', state: 'streaming', lagBytes: 0, lagMs: 0 },
+          { name: 'pg-2', state: 'streaming', lagBytes: 0, lagMs: 0 },
+        ],
+      }),
+      'pg-0',
+      BOUND,
+    );
+    assert.deepEqual(out, [
+      inst('pg-0', 'primary'),
+      { ...inst('pg-1', 'replica'), streaming: true, lagBytes: 0, lagSeconds: 0 },
+      { ...inst('pg-2', 'replica'), streaming: true, lagBytes: 0, lagSeconds: 0 },
+    ]);
+  });
+
+  it('small lag under writes gives the same status as none (nothing to write)', () => {
+    const at = (bytes: number, ms: number) =>
+      withReplication(
+        three,
+        polled({
+          senders: [
+            { name: 'pg-1', state: 'streaming', lagBytes: bytes, lagMs: ms },
+            { name: 'pg-2', state: 'streaming', lagBytes: bytes, lagMs: ms },
+          ],
+        }),
+        'pg-0',
+        BOUND,
+      );
+    assert.deepEqual(at(200 * 1024, 40), at(0, 0));
+    assert.deepEqual(at(900 * 1024, 950), at(0, 0));
+    assert.deepEqual(at(5 * MiB, 1200), at(7 * MiB, 1900), 'both in the 4 MiB / 1 s bucket');
+    assert.notDeepEqual(at(5 * MiB, 1200), at(9 * MiB, 1200));
+  });
+
+  it('after a failover: the timeline is the new primary’s, for it and its streaming replicas', () => {
+    const out = withReplication(
+      [inst('pg-0', 'replica'), inst('pg-1', 'primary'), inst('pg-2', 'replica', false)],
+      polled({ timeline: 2, senders: [{ name: 'pg-0', state: 'streaming', lagBytes: 0, lagMs: 0 }] }, 'pg-1'),
+      'pg-1',
+      BOUND,
+    );
+    assert.deepEqual(
+      out.map((i) => [i.name, i.timeline, i.streaming]),
+      [
+        ['pg-0', 2, true],
+        ['pg-1', 2, undefined],
+        ['pg-2', 1, false],
+      ],
+    );
+  });
+
+  it('names why a replica is not ready: not streaming (WAL removed), lag over the bound', () => {
+    const out = withReplication(
+      [inst('pg-0', 'primary'), inst('pg-1', 'replica', false), inst('pg-2', 'replica', false)],
+      polled({
+        senders: [{ name: 'pg-1', state: 'streaming', lagBytes: 80 * MiB, lagMs: 12_000 }],
+        slots: { [slotName('pg-2')]: 'lost' },
+      }),
+      'pg-0',
+      BOUND,
+    );
+    assert.equal(out[1]?.reason, 'LagOverBound');
+    assert.equal(out[1]?.message, 'pg-1: replay lag 80 MiB over the bound 64 MiB');
+    assert.equal(out[1]?.lagBytes, 64 * MiB);
+    assert.equal(out[1]?.lagSeconds, 8);
+    assert.equal(out[2]?.reason, 'NotStreaming');
+    assert.match(
+      out[2]?.message ?? '',
+      /^pg-2: not streaming from the primary pg-0: the primary removed WAL/,
+    );
+    assert.equal(out[2]?.streaming, false);
+    assert.equal(out[2]?.lagBytes, undefined);
+  });
+
+  it('a replica connected but not streaming yet, or not connected at all', () => {
+    const out = withReplication(
+      [inst('pg-0', 'primary'), inst('pg-1', 'replica', false), inst('pg-2', 'replica', false)],
+      polled({ senders: [{ name: 'pg-1', state: 'catchup', lagBytes: undefined, lagMs: 0 }] }),
+      'pg-0',
+      BOUND,
+    );
+    assert.equal(out[1]?.message, 'pg-1: not streaming from the primary pg-0 (its WAL sender is catchup)');
+    assert.equal(out[2]?.message, 'pg-2: not streaming from the primary pg-0 (not connected to it)');
+  });
+
+  it('other reasons (a missing pod, a crash loop) are kept', () => {
+    const missing = { ...inst('pg-1', 'replica', false), reason: 'PodMissing', message: 'gone' };
+    const [, out] = withReplication([inst('pg-0', 'primary'), missing], polled({}), 'pg-0', BOUND);
+    assert.equal(out?.reason, 'PodMissing');
+    assert.equal(out?.streaming, false);
+  });
+
+  it('an answer of another primary, or of an instance in recovery, is not used', () => {
+    const sample = { senders: [{ name: 'pg-1', state: 'streaming', lagBytes: 0, lagMs: 0 }] };
+    assert.deepEqual(withReplication(three, polled(sample, 'pg-1'), 'pg-0', BOUND), three);
+    assert.deepEqual(withReplication(three, polled({ ...sample, inRecovery: true }), 'pg-0', BOUND), three);
+    assert.deepEqual(withReplication(three, undefined, 'pg-0', BOUND), three);
+  });
+});
+
+const pod = (name: string, ready = true): Pod => ({
+  metadata: { name, namespace: 'ns' },
+  status: { conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+});
+
+describe('ReplicationPoller', () => {
+  const setup = (answer: () => { stdout?: string; exitCode?: number }) => {
+    const exec = new FakePodExecutor({ defaultNamespace: 'ns' });
+    exec.on({ pod: /.*/, container: 'postgres' }, () => answer());
+    const registry = new Registry();
+    const metrics = new FailoverMetrics(registry);
+    let now = 1_000_000;
+    const poller = new ReplicationPoller({ exec, metrics, intervalMs: 30_000, clock: () => now });
+    const req = {
+      namespace: 'ns',
+      name: 'pg',
+      primary: 'pg-0',
+      pods: [pod('pg-0'), pod('pg-1'), pod('pg-2')],
+      replicas: 3,
+      failingOver: false,
+    };
+    return { exec, registry, poller, req, advance: (ms: number) => (now += ms) };
+  };
+  const lagOf = async (registry: Registry) =>
+    (await registry.getSingleMetric('database_replication_lag_bytes')?.get())?.values.map((v) => [
+      v.labels.pod,
+      v.value,
+    ]);
+
+  it('asks the primary once per interval; the reconciles between reuse its answer', async () => {
+    const t = setup(() => ({
+      stdout: 'self|f|1\nsender|pg-1|streaming|0|0\nsender|pg-2|streaming|4096|20\n',
+    }));
+    const first = await t.poller.poll(t.req);
+    assert.equal(t.exec.calls.length, 1);
+    assert.deepEqual(t.exec.calls[0]?.name, 'pg-0');
+    assert.equal(first.nextMs, 30_000);
+    assert.equal(first.polled?.sample.senders.length, 2);
+    t.advance(10_000);
+    const between = await t.poller.poll(t.req);
+    assert.equal(t.exec.calls.length, 1, 'no exec between polls');
+    assert.equal(between.nextMs, 20_000);
+    assert.deepEqual(between.polled, first.polled);
+    t.advance(20_000);
+    await t.poller.poll(t.req);
+    assert.equal(t.exec.calls.length, 2);
+    assert.deepEqual(await lagOf(t.registry), [
+      ['pg-1', 0],
+      ['pg-2', 4096],
+    ]);
+  });
+
+  it('nobody asked: one instance, a primary not Ready, a failover in progress', async () => {
+    const t = setup(() => ({ stdout: 'self|f|1\n' }));
+    assert.deepEqual(await t.poller.poll({ ...t.req, replicas: 1 }), {});
+    assert.deepEqual(await t.poller.poll({ ...t.req, pods: [pod('pg-0', false), pod('pg-1')] }), {});
+    assert.deepEqual(await t.poller.poll({ ...t.req, failingOver: true }), {});
+    assert.equal(t.exec.calls.length, 0);
+  });
+
+  it('a primary that does not answer is asked again after twice the wait; a stale answer is dropped', async () => {
+    let ok = true;
+    const t = setup(() => (ok ? { stdout: 'self|f|1\n' } : { exitCode: 2, stdout: '' }));
+    assert.ok((await t.poller.poll(t.req)).polled);
+    ok = false;
+    t.advance(30_000);
+    const failed = await t.poller.poll(t.req);
+    assert.equal(failed.nextMs, 60_000);
+    assert.ok(failed.polled, 'the last answer is kept a while');
+    t.advance(60_000);
+    const again = await t.poller.poll(t.req);
+    assert.equal(again.nextMs, 120_000);
+    assert.equal(again.polled, undefined, 'three intervals old');
+    assert.equal(t.exec.calls.length, 3);
+  });
+
+  it('a new primary is asked at once', async () => {
+    const t = setup(() => ({ stdout: 'self|f|2\n' }));
+    await t.poller.poll(t.req);
+    t.advance(1_000);
+    const after = await t.poller.poll({ ...t.req, primary: 'pg-1' });
+    assert.equal(t.exec.calls.length, 2);
+    assert.equal(t.exec.calls[1]?.name, 'pg-1');
+    assert.equal(after.polled?.primary, 'pg-1');
+  });
+
+  it('gauges go with the instance that stops streaming, is scaled away, and with the Database', async () => {
+    let out = 'self|f|1\nsender|pg-1|streaming|10|0\nsender|pg-2|streaming|20|0\n';
+    const t = setup(() => ({ stdout: out }));
+    await t.poller.poll(t.req);
+    assert.deepEqual(await lagOf(t.registry), [
+      ['pg-1', 10],
+      ['pg-2', 20],
+    ]);
+    out = 'self|f|1\nsender|pg-1|streaming|0|0\n';
+    t.advance(30_000);
+    await t.poller.poll({ ...t.req, replicas: 2, pods: [pod('pg-0'), pod('pg-1')] });
+    assert.deepEqual(await lagOf(t.registry), [['pg-1', 0]]);
+    await t.poller.forget('ns', 'pg');
+    assert.deepEqual(await lagOf(t.registry), []);
+  });
+});

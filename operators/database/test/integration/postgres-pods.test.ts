@@ -37,13 +37,14 @@ import {
 } from './pg-pods.ts';
 
 const NS = 'pgpods';
+const POLL_MS = 3_000;
 const NAME = 'pg';
 // Real nodes need root (network namespaces, mounts, cgroups): elsewhere these tests are skipped, saying why.
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
 
 describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () => {
   let cluster: Cluster;
-  let operator: { stop(): Promise<void> } | undefined;
+  let operator: ReturnType<typeof startOperator> | undefined;
 
   let kubectl: Kubectl;
   /** What to print when a wait fails: the pods, their description and logs. */
@@ -61,7 +62,8 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
     kubectl = kubectlFor(cluster);
     await createNamespace(cluster.client, NS);
-    operator = startOperator(cluster, { name: 'pg-operator' });
+    // A short replication poll (the default is 30 s), so that the status test sees several polls.
+    operator = startOperator(cluster, { name: 'pg-operator', replicationPollMs: POLL_MS, metrics: true });
   });
   after(async () => {
     await operator?.stop();
@@ -112,6 +114,76 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       'ro reaches a replica',
     );
   });
+  test('status.instances after the writes: replicas streaming, 0 bytes behind, timeline 1; the status then stays put', async () => {
+    const want = [
+      { name: `${NAME}-0`, role: 'primary', ready: true, timeline: 1 },
+      {
+        name: `${NAME}-1`,
+        role: 'replica',
+        ready: true,
+        streaming: true,
+        lagBytes: 0,
+        lagSeconds: 0,
+        timeline: 1,
+      },
+      {
+        name: `${NAME}-2`,
+        role: 'replica',
+        ready: true,
+        streaming: true,
+        lagBytes: 0,
+        lagSeconds: 0,
+        timeline: 1,
+      },
+    ];
+    const view = (db: Awaited<ReturnType<typeof getDb>>) =>
+      (db.status?.instances ?? []).map((i) => ({
+        name: i.name,
+        role: i.role,
+        ready: i.ready,
+        ...(i.streaming !== undefined ? { streaming: i.streaming } : {}),
+        ...(i.lagBytes !== undefined ? { lagBytes: i.lagBytes } : {}),
+        ...(i.lagSeconds !== undefined ? { lagSeconds: i.lagSeconds } : {}),
+        ...(i.timeline !== undefined ? { timeline: i.timeline } : {}),
+      }));
+    let last: unknown;
+    // A generous safety bound: a poll every 3 s.
+    await eventually(
+      'status.instances with the replicas streaming and caught up',
+      async () => {
+        last = view(await getDb(cluster.client, NS, NAME));
+        return JSON.stringify(last) === JSON.stringify(want) ? true : undefined;
+      },
+      60_000,
+      500,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+    });
+    // Quiet now: several polls later, not one status write.
+    const before = await getDb(cluster.client, NS, NAME);
+    await new Promise((r) => setTimeout(r, 3 * POLL_MS + 1000));
+    const after = await getDb(cluster.client, NS, NAME);
+    assert.equal(
+      after.metadata.resourceVersion,
+      before.metadata.resourceVersion,
+      `the status was written while nothing changed: ${JSON.stringify(after.status?.instances)}`,
+    );
+    // The operator's /metrics: the exact lag of each replica.
+    const address = await operator?.metricsAddress;
+    assert.ok(address, 'the operator serves /metrics');
+    const metrics = await (await fetch(`http://${address}/metrics`)).text();
+    for (const pod of [`${NAME}-1`, `${NAME}-2`]) {
+      assert.match(
+        metrics,
+        new RegExp(
+          `^database_replication_lag_bytes\\{namespace="${NS}",database="${NAME}",pod="${pod}"\\} 0$`,
+          'm',
+        ),
+      );
+    }
+    assert.doesNotMatch(metrics, new RegExp(`database_replication_lag_bytes\\{[^}]*pod="${NAME}-0"`));
+  });
+
   test("pod 0's PVC and pod deleted: it comes back as a replica cloned from the current primary", async () => {
     // A switchover to pg-1 (the annotation the operator consumes), then pg-0 loses its volume.
     const before = await getDb(cluster.client, NS, NAME);

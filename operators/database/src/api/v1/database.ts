@@ -683,6 +683,14 @@ export const Databases = defineCustomResource({
     { name: 'Primary', jsonPath: '.status.currentPrimary' },
     { name: 'Timeline', jsonPath: '.status.timeline', type: 'integer' },
     { name: 'Age', jsonPath: '.metadata.creationTimestamp' },
+    // -o wide: how commits are confirmed, and why it is not Ready (names the instance and why).
+    { name: 'Replication', jsonPath: '.status.replicationMode', priority: 1 },
+    {
+      name: 'Message',
+      jsonPath: '.status.conditions[?(@.type=="Ready")].message',
+      type: 'string',
+      priority: 1,
+    },
   ],
   validations: [
     {

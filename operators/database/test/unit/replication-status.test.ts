@@ -9,7 +9,9 @@ import { describe, it } from 'node:test';
 import type { Pod } from '@opkit/runtime';
 import { FakePodExecutor } from '@opkit/runtime/testing';
 import { Registry } from 'prom-client';
+import { statefulSet, withDefaults } from '../../src/controllers/database/desired/index.ts';
 import {
+  maxLagBytes,
   parseReplication,
   type ReplicationSample,
   slotName,
@@ -104,6 +106,35 @@ const polled = (sample: Partial<ReplicationSample>, primary = 'pg-0'): PolledRep
   primary,
   at: 0,
   sample: { inRecovery: false, timeline: 1, senders: [], slots: {}, ...sample },
+});
+
+describe('the lag bound: spec.maxReplicaLag', () => {
+  const db = (maxReplicaLag?: string) =>
+    withDefaults({
+      apiVersion: 'myapp.example.com/v1',
+      kind: 'Database',
+      metadata: { name: 'pg', namespace: 'ns' },
+      spec: {
+        engine: 'postgres',
+        version: '16',
+        storage: '1Gi',
+        replicas: 3,
+        ...(maxReplicaLag ? { maxReplicaLag } : {}),
+      },
+    });
+  const env = (d: ReturnType<typeof db>) =>
+    statefulSet(d, { configHash: '' })
+      .spec?.template.spec?.containers.find((c) => c.name === 'postgres')
+      ?.env?.find((e) => e.name === 'MAX_LAG_BYTES')?.value;
+  it('64Mi by default, unchanged in the pod template', () => {
+    assert.equal(maxLagBytes(db()), BOUND);
+    assert.equal(env(db()), String(BOUND));
+  });
+  it('the readiness probe and the status use the spec', () => {
+    assert.equal(maxLagBytes(db('128Mi')), 128 * MiB);
+    assert.equal(env(db('128Mi')), String(128 * MiB));
+    assert.equal(maxLagBytes(db('1G')), 1e9);
+  });
 });
 
 describe('withReplication', () => {

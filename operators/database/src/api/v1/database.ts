@@ -140,6 +140,8 @@ export type Phase = (typeof PHASES)[number];
  * (`kubectl annotate db <name> myapp.example.com/switchover-to=<name>-1`); the operator consumes it.
  */
 export const ANNOTATION_SWITCHOVER_TO = `${GROUP}/switchover-to`;
+/** spec.maxReplicaLag when unset (health.ts' DEFAULT_MAX_LAG_BYTES). */
+export const DEFAULT_MAX_REPLICA_LAG = '64Mi';
 /** spec.failoverDelay when unset: seconds the primary may be lost before a failover starts. */
 export const DEFAULT_FAILOVER_DELAY_SECONDS = 10;
 /** The phases of a failover or switchover recorded in status.failover (failover/procedure.ts). */
@@ -436,6 +438,20 @@ const spec = s.object(
         format: 'int32',
       })
       .optional(),
+    maxReplicaLag: s
+      .quantity({
+        description:
+          'postgres: the lag bound of a ready replica: the WAL it received and has not replayed yet, e.g. ' +
+          `128Mi (default ${DEFAULT_MAX_REPLICA_LAG}). A replica further behind is not ready: out of the ` +
+          'read-only Service, never a switchover target, named in the conditions (LagOverBound). ' +
+          'Changing it restarts the pods (replicas first).',
+      })
+      .rule({
+        rule: "!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",
+        message: 'maxReplicaLag must be greater than zero',
+        reason: FORBIDDEN,
+      })
+      .optional(),
     synchronousReplicas: s
       .integer({
         description:
@@ -479,6 +495,12 @@ const spec = s.object(
         rule: "!has(self.synchronousReplicas) || self.synchronousReplicas == 0 || self.engine == 'postgres'",
         message: 'synchronousReplicas is only supported for postgres',
         fieldPath: '.synchronousReplicas',
+        reason: FORBIDDEN,
+      },
+      {
+        rule: "!has(self.maxReplicaLag) || self.engine == 'postgres'",
+        message: 'maxReplicaLag is only supported for postgres',
+        fieldPath: '.maxReplicaLag',
         reason: FORBIDDEN,
       },
     ],
@@ -575,7 +597,7 @@ const status = s.object(
           ready: s.boolean({
             description:
               'The pod is Ready: for a replica, streaming from the current primary within the lag bound ' +
-              '(64 MiB of WAL not replayed yet, measured by its readiness probe).',
+              '(spec.maxReplicaLag of WAL received and not replayed yet, measured by its readiness probe).',
           }),
           reason: s
             .string({

@@ -14,7 +14,7 @@
  */
 import type { Logger, Pod, PodExecutor } from '@opkit/runtime';
 import type { Database, DefaultedDatabase } from '../../api/v1/database.ts';
-import { DEFAULT_MAX_LAG_BYTES } from './engines/postgres/health.ts';
+import { maxLagBytes } from './engines/postgres/health.ts';
 import { parseReplication, replicationCommand } from './engines/postgres/replication.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { SERVER_CONTAINER } from './failover/decide.ts';
@@ -199,7 +199,7 @@ export async function pollReplication(
     log: run.log,
   });
   return {
-    apply: (i) => withReplication(i, answer.polled, primary, DEFAULT_MAX_LAG_BYTES),
+    apply: (i) => withReplication(i, answer.polled, primary, maxLagBytes(run.spec)),
     ...(answer.nextMs !== undefined ? { nextMs: answer.nextMs } : {}),
   };
 }

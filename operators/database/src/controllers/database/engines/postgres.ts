@@ -40,7 +40,7 @@ import {
 } from './common.ts';
 import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
 import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
-import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
+import { healthScript, maxLagBytes } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
@@ -382,7 +382,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     image: ctx.image,
     command: ['sh', instance, 'start'],
     ports: [{ name: 'postgres', containerPort: POSTGRES_PORT, protocol: 'TCP' }],
-    env: [...env, valueEnv('MAX_LAG_BYTES', DEFAULT_MAX_LAG_BYTES)],
+    env: [...env, valueEnv('MAX_LAG_BYTES', maxLagBytes(db))],
     volumeMounts: [
       dataMount,
       configMount,

@@ -182,6 +182,11 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       );
     }
     assert.doesNotMatch(metrics, new RegExp(`database_replication_lag_bytes\\{[^}]*pod="${NAME}-0"`));
+    // kubectl get db -o wide: how commits are confirmed, and the Ready message.
+    const wide = kubectl(['get', 'db', NAME, '-n', NS, '-o', 'wide']);
+    assert.equal(wide.code, 0, wide.out);
+    assert.match(wide.stdout, /REPLICATION\s+MESSAGE/);
+    assert.match(wide.stdout, new RegExp(`^${NAME}\\s.*Running.*Asynchronous\\s+3/3 replicas ready`, 'm'));
   });
 
   test("pod 0's PVC and pod deleted: it comes back as a replica cloned from the current primary", async () => {

@@ -58,10 +58,19 @@ describe('the replication poll in the reconcile', () => {
   let exec: FakePodExecutor;
   let deps: ReconcilerDeps;
   let now: number;
+  let poller: ReplicationPoller;
   /** What the primary answers: lag bytes and ms of orders-1 and orders-2. */
   let lag: [number, number, number, number];
   const key = { namespace: NS, name: NAME };
-  const reconcile = () => reconcileDatabase(deps, key, { signal: new AbortController().signal });
+  const reconcileOnce = () => reconcileDatabase(deps, key, { signal: new AbortController().signal });
+  /** A reconcile; when it started a poll, the reconcile the answer wakes (the controller's enqueue). */
+  const reconcile = async () => {
+    const polled = polls();
+    const result = await reconcileOnce();
+    if (polls() === polled) return result;
+    await poller.settled();
+    return reconcileOnce();
+  };
   const stored = () => client.getStored(Databases.resource, key) as Database;
   const polls = () => exec.calls.filter((c) => /pg_stat_replication/.test(c.command[2] ?? '')).length;
 
@@ -86,7 +95,7 @@ describe('the replication poll in the reconcile', () => {
       recorder: new FakeRecorder(),
       exec,
       clock: () => now,
-      replication: new ReplicationPoller({ exec, intervalMs: 30_000, clock: () => now }),
+      replication: (poller = new ReplicationPoller({ exec, intervalMs: 30_000, clock: () => now })),
     };
     await client.create(
       Databases.resource,

@@ -257,7 +257,14 @@ describe('ReplicationPoller', () => {
     const registry = new Registry();
     const metrics = new FailoverMetrics(registry);
     let now = 1_000_000;
-    const poller = new ReplicationPoller({ exec, metrics, intervalMs: 30_000, clock: () => now });
+    const woken: string[] = [];
+    const poller = new ReplicationPoller({
+      exec,
+      metrics,
+      intervalMs: 30_000,
+      clock: () => now,
+      wake: (ns, name) => woken.push(`${ns}/${name}`),
+    });
     const req = {
       namespace: 'ns',
       name: 'pg',
@@ -266,7 +273,13 @@ describe('ReplicationPoller', () => {
       replicas: 3,
       failingOver: false,
     };
-    return { exec, registry, poller, req, advance: (ms: number) => (now += ms) };
+    /** A reconcile's poll, then the exec it started has answered. */
+    const poll = async (r = req) => {
+      const a = poller.poll(r);
+      await poller.settled();
+      return a;
+    };
+    return { exec, registry, poller, req, woken, poll, advance: (ms: number) => (now += ms) };
   };
   const lagOf = async (registry: Registry) =>
     (await registry.getSingleMetric('database_replication_lag_bytes')?.get())?.values.map((v) => [
@@ -274,48 +287,80 @@ describe('ReplicationPoller', () => {
       v.value,
     ]);
 
-  it('asks the primary once per interval; the reconciles between reuse its answer', async () => {
-    const t = setup(() => ({
-      stdout: 'self|f|1\nsender|pg-1|streaming|0|0\nsender|pg-2|streaming|4096|20\n',
-    }));
-    const first = await t.poller.poll(t.req);
+  it('the reconcile never waits for the exec; the answer wakes it, and serves until the next poll', async () => {
+    let release: () => void = () => {};
+    const exec = new FakePodExecutor({ defaultNamespace: 'ns' });
+    exec.on(
+      { pod: 'pg-0' },
+      () => new Promise((resolve) => (release = () => resolve({ stdout: 'self|f|1\n' }))),
+    );
+    const woken: string[] = [];
+    const poller = new ReplicationPoller({ exec, wake: (ns, name) => woken.push(`${ns}/${name}`) });
+    const req = {
+      namespace: 'ns',
+      name: 'pg',
+      primary: 'pg-0',
+      pods: [pod('pg-0')],
+      replicas: 2,
+      failingOver: false,
+    };
+    assert.deepEqual(poller.poll(req), { nextMs: 30_000 }, 'no answer yet, and no wait for it');
+    assert.deepEqual(poller.poll(req).polled, undefined);
+    assert.equal(exec.calls.length, 1, 'one exec in flight at a time');
+    release();
+    await poller.settled();
+    assert.deepEqual(woken, ['ns/pg']);
+    assert.equal(poller.poll(req).polled?.sample.timeline, 1);
+  });
+
+  it('asks the primary once per interval; an answer the status shows alike wakes nobody', async () => {
+    let out = 'self|f|1\nsender|pg-1|streaming|0|0\nsender|pg-2|streaming|4096|20\n';
+    const t = setup(() => ({ stdout: out }));
+    const first = await t.poll();
     assert.equal(t.exec.calls.length, 1);
     assert.deepEqual(t.exec.calls[0]?.name, 'pg-0');
     assert.equal(first.nextMs, 30_000);
-    assert.equal(first.polled?.sample.senders.length, 2);
+    assert.deepEqual(t.woken, ['ns/pg']);
     t.advance(10_000);
-    const between = await t.poller.poll(t.req);
+    const between = await t.poll();
     assert.equal(t.exec.calls.length, 1, 'no exec between polls');
     assert.equal(between.nextMs, 20_000);
-    assert.deepEqual(between.polled, first.polled);
+    assert.equal(between.polled?.sample.senders.length, 2);
     t.advance(20_000);
-    await t.poller.poll(t.req);
+    out = 'self|f|1\nsender|pg-1|streaming|200|3\nsender|pg-2|streaming|9000|40\n';
+    await t.poll();
     assert.equal(t.exec.calls.length, 2);
+    assert.deepEqual(t.woken, ['ns/pg'], 'the same coarse lag: no reconcile for it');
     assert.deepEqual(await lagOf(t.registry), [
-      ['pg-1', 0],
-      ['pg-2', 4096],
+      ['pg-1', 200],
+      ['pg-2', 9000],
     ]);
+    t.advance(30_000);
+    out = 'self|f|1\nsender|pg-1|streaming|0|0\n';
+    await t.poll();
+    assert.deepEqual(t.woken, ['ns/pg', 'ns/pg'], 'pg-2 stopped streaming: the status changes');
   });
 
   it('nobody asked: one instance, a primary not Ready, a failover in progress', async () => {
     const t = setup(() => ({ stdout: 'self|f|1\n' }));
-    assert.deepEqual(await t.poller.poll({ ...t.req, replicas: 1 }), {});
-    assert.deepEqual(await t.poller.poll({ ...t.req, pods: [pod('pg-0', false), pod('pg-1')] }), {});
-    assert.deepEqual(await t.poller.poll({ ...t.req, failingOver: true }), {});
+    assert.deepEqual(await t.poll({ ...t.req, replicas: 1 }), {});
+    assert.deepEqual(await t.poll({ ...t.req, pods: [pod('pg-0', false), pod('pg-1')] }), {});
+    assert.deepEqual(await t.poll({ ...t.req, failingOver: true }), {});
     assert.equal(t.exec.calls.length, 0);
   });
 
   it('a primary that does not answer is asked again after twice the wait; a stale answer is dropped', async () => {
     let ok = true;
     const t = setup(() => (ok ? { stdout: 'self|f|1\n' } : { exitCode: 2, stdout: '' }));
-    assert.ok((await t.poller.poll(t.req)).polled);
+    await t.poll();
     ok = false;
     t.advance(30_000);
-    const failed = await t.poller.poll(t.req);
-    assert.equal(failed.nextMs, 60_000);
+    const failed = await t.poll();
     assert.ok(failed.polled, 'the last answer is kept a while');
+    assert.equal(t.poller.poll(t.req).nextMs, 60_000, 'twice the wait after a failure');
     t.advance(60_000);
-    const again = await t.poller.poll(t.req);
+    await t.poll();
+    const again = t.poller.poll(t.req);
     assert.equal(again.nextMs, 120_000);
     assert.equal(again.polled, undefined, 'three intervals old');
     assert.equal(t.exec.calls.length, 3);
@@ -323,25 +368,26 @@ describe('ReplicationPoller', () => {
 
   it('a new primary is asked at once', async () => {
     const t = setup(() => ({ stdout: 'self|f|2\n' }));
-    await t.poller.poll(t.req);
+    await t.poll();
     t.advance(1_000);
-    const after = await t.poller.poll({ ...t.req, primary: 'pg-1' });
+    await t.poll({ ...t.req, primary: 'pg-1' });
     assert.equal(t.exec.calls.length, 2);
     assert.equal(t.exec.calls[1]?.name, 'pg-1');
-    assert.equal(after.polled?.primary, 'pg-1');
+    assert.equal(t.poller.poll({ ...t.req, primary: 'pg-1' }).polled?.primary, 'pg-1');
+    assert.equal(t.poller.poll(t.req).polled, undefined, 'the answer of another primary is not served');
   });
 
   it('gauges go with the instance that stops streaming, is scaled away, and with the Database', async () => {
     let out = 'self|f|1\nsender|pg-1|streaming|10|0\nsender|pg-2|streaming|20|0\n';
     const t = setup(() => ({ stdout: out }));
-    await t.poller.poll(t.req);
+    await t.poll();
     assert.deepEqual(await lagOf(t.registry), [
       ['pg-1', 10],
       ['pg-2', 20],
     ]);
     out = 'self|f|1\nsender|pg-1|streaming|0|0\n';
     t.advance(30_000);
-    await t.poller.poll({ ...t.req, replicas: 2, pods: [pod('pg-0'), pod('pg-1')] });
+    await t.poll({ ...t.req, replicas: 2, pods: [pod('pg-0'), pod('pg-1')] });
     assert.deepEqual(await lagOf(t.registry), [['pg-1', 0]]);
     await t.poller.forget('ns', 'pg');
     assert.deepEqual(await lagOf(t.registry), []);

@@ -212,6 +212,8 @@ export function setupDatabaseController(
     mgr.cache.configure(kind as Resource<KubeObject>, { labelSelector: MANAGED_SELECTOR });
   }
   const failoverMetrics = opts.exec ? new FailoverMetrics(mgr.metrics.registry) : undefined;
+  // The replication poll wakes a Database's reconcile when its primary's answer changed what the status shows.
+  let controller: Controller<Database> | undefined;
   const poll = opts.replicationPollMs ?? DEFAULT_REPLICATION_POLL_MS;
   const reconciler = databaseReconciler({
     client: mgr.client,
@@ -220,11 +222,16 @@ export function setupDatabaseController(
     ...(opts.exec ? { exec: opts.exec, failoverMetrics } : {}),
     ...(opts.exec && poll > 0
       ? {
-          replication: new ReplicationPoller({ exec: opts.exec, metrics: failoverMetrics, intervalMs: poll }),
+          replication: new ReplicationPoller({
+            exec: opts.exec,
+            metrics: failoverMetrics,
+            intervalMs: poll,
+            wake: (namespace, name) => controller?.enqueue({ namespace, name }),
+          }),
         }
       : {}),
   });
-  return controllerFor(mgr, Databases.resource)
+  controller = controllerFor(mgr, Databases.resource)
     .named(CONTROLLER_NAME)
     .withPredicates(databasePredicate())
     .owns(StatefulSets)
@@ -239,4 +246,5 @@ export function setupDatabaseController(
     })
     .withOptions({ maxConcurrentReconciles: opts.maxConcurrentReconciles ?? 2 })
     .complete(reconciler);
+  return controller;
 }

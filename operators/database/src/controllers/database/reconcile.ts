@@ -1101,7 +1101,7 @@ export async function reconcileDatabase(
     ...(run.cluster ? { cluster: run.cluster } : {}),
     ...(failure ? { failure } : {}),
   };
-  const polled = await pollReplication(deps.replication, run, stsName);
+  const polled = pollReplication(deps.replication, run, stsName);
   const instances = run.cluster
     ? polled.apply(
         instanceStatuses(

@@ -2,8 +2,11 @@
  * The operator's replication poll (postgres, 2+ instances, with pods/exec): at most once per interval
  * (30 s by default) per Database it asks the designated primary, through pods/exec, what
  * pg_stat_replication and its slots say (engines/postgres/replication.ts), and keeps the answer for the
- * reconciles in between: no exec per reconcile. The reconcile puts the answer in status.instances
- * (replication-status.ts) and asks to be woken for the next poll. The per-instance gauges on /metrics:
+ * reconciles in between: no exec per reconcile. The exec runs in the background: a reconcile never waits
+ * for it (a primary whose exec hangs must not hold one of the few workers); an answer that differs from the
+ * last one in what the status shows (coarse lag, whole MiB, streaming, timeline, slots) wakes the Database's
+ * reconcile, which puts it in status.instances (replication-status.ts) and asks to be woken for the next
+ * poll. The per-instance gauges on /metrics:
  *   database_replication_lag_bytes{namespace,database,pod}    WAL not replayed yet, exact, when last polled
  *   database_replication_lag_seconds{namespace,database,pod}  replay_lag, exact, when last polled
  * set for each streaming replica, removed for an instance that does not stream, is gone (scaled down),
@@ -14,13 +17,23 @@
  */
 import type { Logger, Pod, PodExecutor } from '@opkit/runtime';
 import type { Database, DefaultedDatabase } from '../../api/v1/database.ts';
+import { MiB } from './desired/quantity.ts';
 import { maxLagBytes } from './engines/postgres/health.ts';
-import { parseReplication, replicationCommand } from './engines/postgres/replication.ts';
+import {
+  parseReplication,
+  type ReplicationSample,
+  replicationCommand,
+} from './engines/postgres/replication.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { SERVER_CONTAINER } from './failover/decide.ts';
 import type { FailoverMetrics } from './failover/metrics.ts';
 import type { InstanceStatus } from './instances.ts';
-import { type PolledReplication, withReplication } from './replication-status.ts';
+import {
+  lagBucketBytes,
+  lagBucketSeconds,
+  type PolledReplication,
+  withReplication,
+} from './replication-status.ts';
 import { isPodReady } from './status.ts';
 
 export const DEFAULT_REPLICATION_POLL_MS = 30_000;
@@ -31,11 +44,15 @@ const STALE_INTERVALS = 3;
 
 interface Entry {
   polled?: PolledReplication;
-  /** When the last exec was tried (ms), and whom it asked. */
+  /** What the status would show of the last answer: a new one wakes the reconcile only when it differs. */
+  shown?: string;
+  /** When the last exec was started (ms), and whom it asked. */
   triedAt: number;
   triedPrimary?: string;
   /** Failed execs in a row. */
   failures: number;
+  /** The exec in flight. */
+  inflight?: Promise<void>;
 }
 
 export interface PollRequest {
@@ -49,7 +66,6 @@ export interface PollRequest {
   replicas: number;
   /** A failover is in progress or the primary is fenced: nobody is asked. */
   failingOver: boolean;
-  signal?: AbortSignal | undefined;
   log?: Logger | undefined;
 }
 
@@ -60,11 +76,27 @@ export interface PollAnswer {
   nextMs?: number;
 }
 
+/** What the status shows of an answer (plus whole MiB, which the LagOverBound message says). */
+function shown(sample: ReplicationSample): string {
+  return JSON.stringify([
+    sample.inRecovery,
+    sample.timeline,
+    sample.senders.map((s) => [
+      s.name,
+      s.state,
+      s.lagBytes === undefined ? null : [lagBucketBytes(s.lagBytes), Math.floor(s.lagBytes / MiB)],
+      lagBucketSeconds(s.lagMs),
+    ]),
+    sample.slots,
+  ]);
+}
+
 export class ReplicationPoller {
   readonly #exec: PodExecutor;
   readonly #metrics: FailoverMetrics | undefined;
   readonly #intervalMs: number;
   readonly #clock: () => number;
+  readonly #wake: ((namespace: string, name: string) => void) | undefined;
   readonly #entries = new Map<string, Entry>();
 
   constructor(opts: {
@@ -72,61 +104,81 @@ export class ReplicationPoller {
     metrics?: FailoverMetrics | undefined;
     intervalMs?: number | undefined;
     clock?: (() => number) | undefined;
+    /** Reconcile this Database (an answer the status shows differently came in). */
+    wake?: ((namespace: string, name: string) => void) | undefined;
   }) {
     this.#exec = opts.exec;
     this.#metrics = opts.metrics;
     this.#intervalMs = opts.intervalMs ?? DEFAULT_REPLICATION_POLL_MS;
     this.#clock = opts.clock ?? Date.now;
+    this.#wake = opts.wake;
   }
 
   get intervalMs(): number {
     return this.#intervalMs;
   }
 
-  /** The primary's answer for this Database, asking it again when due. */
-  async poll(req: PollRequest): Promise<PollAnswer> {
+  /** The primary's last answer for this Database; starts asking it again (in the background) when due. */
+  poll(req: PollRequest): PollAnswer {
     const key = `${req.namespace}/${req.name}`;
     const now = this.#clock();
     const entry = this.#entries.get(key) ?? { triedAt: Number.NEGATIVE_INFINITY, failures: 0 };
     this.#entries.set(key, entry);
     const pod = req.pods.find((p) => p.metadata.name === req.primary);
     const askable = req.replicas >= 2 && !req.failingOver && pod !== undefined && isPodReady(pod);
-    if (!askable) return { ...this.#fresh(entry, req.primary, now) };
-    const wait = Math.min(this.#intervalMs * 2 ** entry.failures, MAX_BACKOFF_MS);
-    if (entry.triedPrimary === req.primary && now - entry.triedAt < wait) {
-      return { ...this.#fresh(entry, req.primary, now), nextMs: entry.triedAt + wait - now };
-    }
+    if (!askable) return this.#fresh(entry, req.primary, now);
     if (entry.triedPrimary !== req.primary) entry.failures = 0;
-    entry.triedAt = now;
-    entry.triedPrimary = req.primary;
-    try {
-      const r = await this.#exec.exec(
-        { namespace: req.namespace, name: req.primary },
-        {
-          container: SERVER_CONTAINER,
-          command: replicationCommand(),
-          timeoutMs: EXEC_TIMEOUT_MS,
-          ...(req.signal ? { signal: req.signal } : {}),
-        },
-      );
-      const sample = r.exitCode === 0 ? parseReplication(r.stdout) : undefined;
-      if (!sample) throw new Error(`exit code ${r.exitCode}: ${r.stderr.trim().slice(0, 200)}`);
-      entry.failures = 0;
-      entry.polled = { primary: req.primary, at: now, sample };
-      await this.#gauges(req, entry.polled);
-    } catch (err) {
-      if (req.signal?.aborted) throw err;
-      entry.failures++;
-      req.log?.debug({ err, pod: req.primary }, 'replication poll: the primary did not answer');
-    }
-    const next = Math.min(this.#intervalMs * 2 ** entry.failures, MAX_BACKOFF_MS);
-    return { ...this.#fresh(entry, req.primary, this.#clock()), nextMs: next };
+    const due = entry.triedPrimary !== req.primary || now - entry.triedAt >= this.#wait(entry.failures);
+    if (due && !entry.inflight) this.#start(key, entry, req, now);
+    return {
+      ...this.#fresh(entry, req.primary, now),
+      nextMs: Math.max(0, entry.triedAt + this.#wait(entry.failures) - now),
+    };
+  }
+
+  /** Every exec in flight has ended (tests). */
+  async settled(): Promise<void> {
+    await Promise.all([...this.#entries.values()].map((e) => e.inflight));
   }
 
   /** The Database is gone: its memo and its series go. */
   async forget(namespace: string, name: string): Promise<void> {
     this.#entries.delete(`${namespace}/${name}`);
     await this.#removeSeries(namespace, name, new Set());
+  }
+
+  #wait(failures: number): number {
+    return Math.min(this.#intervalMs * 2 ** failures, MAX_BACKOFF_MS);
+  }
+
+  #start(key: string, entry: Entry, req: PollRequest, now: number): void {
+    entry.triedAt = now;
+    entry.triedPrimary = req.primary;
+    const ask = async (): Promise<void> => {
+      try {
+        const r = await this.#exec.exec(
+          { namespace: req.namespace, name: req.primary },
+          { container: SERVER_CONTAINER, command: replicationCommand(), timeoutMs: EXEC_TIMEOUT_MS },
+        );
+        const sample = r.exitCode === 0 ? parseReplication(r.stdout) : undefined;
+        if (!sample) throw new Error(`exit code ${r.exitCode}: ${r.stderr.trim().slice(0, 200)}`);
+        if (this.#entries.get(key) !== entry) return; // the Database went meanwhile
+        entry.failures = 0;
+        entry.polled = { primary: req.primary, at: now, sample };
+        await this.#gauges(req, entry.polled);
+        const view = `${req.primary} ${shown(sample)}`;
+        if (view !== entry.shown) {
+          entry.shown = view;
+          this.#wake?.(req.namespace, req.name);
+        }
+      } catch (err) {
+        entry.failures++;
+        req.log?.debug({ err, pod: req.primary }, 'replication poll: the primary did not answer');
+      } finally {
+        entry.inflight = undefined;
+      }
+    };
+    entry.inflight = ask();
   }
 
   #fresh(entry: Entry, primary: string, now: number): { polled?: PolledReplication } {
@@ -172,7 +224,6 @@ export interface PollSubject {
   readonly spec: DefaultedDatabase;
   readonly cluster: ClusterObservation | undefined;
   readonly pods: readonly Pod[];
-  readonly signal: AbortSignal | undefined;
   readonly log: Logger | undefined;
 }
 
@@ -180,22 +231,21 @@ export interface PollSubject {
  * The reconcile's side of the poll: the primary's answer (asked when due) as a function that puts it in
  * status.instances, and when to reconcile again for the next poll.
  */
-export async function pollReplication(
+export function pollReplication(
   poller: ReplicationPoller | undefined,
   run: PollSubject,
   name: string,
-): Promise<{ apply(instances: InstanceStatus[]): InstanceStatus[]; nextMs?: number }> {
+): { apply(instances: InstanceStatus[]): InstanceStatus[]; nextMs?: number } {
   const cluster = run.cluster;
   if (!poller || !cluster) return { apply: (i) => i };
   const primary = cluster.record.primary;
-  const answer = await poller.poll({
+  const answer = poller.poll({
     namespace: run.ns,
     name,
     primary,
     pods: run.pods,
     replicas: run.spec.spec.replicas,
     failingOver: cluster.record.fenced === true || run.db.status?.failover !== undefined,
-    signal: run.signal,
     log: run.log,
   });
   return {

@@ -89,13 +89,14 @@ describe('the replication poll in the reconcile', () => {
       ].join('\n'),
     }));
     now = Date.parse('2026-12-04T12:00:00Z');
+    poller = new ReplicationPoller({ exec, intervalMs: 30_000, clock: () => now });
     deps = {
       client,
       reader: managedOnlyReader(client),
       recorder: new FakeRecorder(),
       exec,
       clock: () => now,
-      replication: (poller = new ReplicationPoller({ exec, intervalMs: 30_000, clock: () => now })),
+      replication: poller,
     };
     await client.create(
       Databases.resource,

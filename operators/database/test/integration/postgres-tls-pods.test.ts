@@ -36,7 +36,7 @@ describe('PostgreSQL TLS on real pods', { timeout: 900_000, skip: needsRoot }, (
       encoding: 'utf8',
       timeout: timeoutMs,
     });
-    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '' };
+    return { code: r.status ?? -1, stdout: r.stdout ?? '', out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
   };
   const diagnose = (): string =>
     [

@@ -349,7 +349,7 @@ describe('ReplicationPoller', () => {
     assert.equal(t.exec.calls.length, 0);
   });
 
-  it('a primary that does not answer is asked again after twice the wait; a stale answer is dropped', async () => {
+  it('a primary that does not answer is asked again after twice the wait; its answer dropped after two failures', async () => {
     let ok = true;
     const t = setup(() => (ok ? { stdout: 'self|f|1\n' } : { exitCode: 2, stdout: '' }));
     await t.poll();
@@ -362,8 +362,32 @@ describe('ReplicationPoller', () => {
     await t.poll();
     const again = t.poller.poll(t.req);
     assert.equal(again.nextMs, 120_000);
-    assert.equal(again.polled, undefined, 'three intervals old');
+    assert.equal(again.polled, undefined, 'two polls in a row failed');
     assert.equal(t.exec.calls.length, 3);
+  });
+
+  it('a slow exec in flight does not make the last answer stale; a primary not asked for long does', async () => {
+    let release: () => void = () => {};
+    let slow = false;
+    const t = setup(() => ({ stdout: 'self|f|1\n' }));
+    t.exec.on({ pod: 'pg-0' }, () =>
+      slow
+        ? new Promise((resolve) => (release = () => resolve({ stdout: 'self|f|1\n' })))
+        : { stdout: 'self|f|1\n' },
+    );
+    await t.poll();
+    slow = true;
+    t.advance(30_000);
+    t.poller.poll(t.req); // starts the slow exec
+    t.advance(70_000); // 100 s old: more than three intervals, less than that and an exec timeout
+    assert.ok(t.poller.poll(t.req).polled, 'kept while the exec is in flight');
+    release();
+    await t.poller.settled();
+    assert.equal(t.poller.poll(t.req).polled?.at, 1_030_000, 'the new answer, dated when it was asked');
+    // The primary not Ready for long: nobody is asked, and the answer expires.
+    const notReady = { ...t.req, pods: [pod('pg-0', false)] };
+    t.advance(200_000);
+    assert.deepEqual(t.poller.poll(notReady), {});
   });
 
   it('a new primary is asked at once', async () => {

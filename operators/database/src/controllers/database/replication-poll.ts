@@ -12,8 +12,10 @@
  * set for each streaming replica, removed for an instance that does not stream, is gone (scaled down),
  * became the primary, and for every instance of a Database that is deleted.
  * Only a Ready primary that is not fenced is asked, never during a failover. A failed exec (a pod that does
- * not answer) is retried after twice the wait, up to 10 minutes; an answer older than three intervals is
- * dropped (the status then says nothing about streaming and lag, rather than something stale).
+ * not answer) is retried after twice the wait, up to 10 minutes. The last answer is dropped (the status then
+ * says nothing about streaming and lag, rather than something stale) once two polls in a row failed, or
+ * when it is older than three intervals and an exec timeout (a primary not asked meanwhile); a slow exec in
+ * flight does not make it stale (on a loaded node that would rewrite the status for nothing).
  */
 import type { Logger, Pod, PodExecutor } from '@opkit/runtime';
 import type { Database, DefaultedDatabase } from '../../api/v1/database.ts';
@@ -39,8 +41,10 @@ import { isPodReady } from './status.ts';
 export const DEFAULT_REPLICATION_POLL_MS = 30_000;
 const EXEC_TIMEOUT_MS = 15_000;
 const MAX_BACKOFF_MS = 10 * 60_000;
-/** An answer older than this many intervals is dropped. */
+/** An answer older than this many intervals (and an exec's timeout) is dropped. */
 const STALE_INTERVALS = 3;
+/** An answer is dropped once this many polls in a row failed. */
+const STALE_FAILURES = 2;
 
 interface Entry {
   polled?: PolledReplication;
@@ -183,7 +187,8 @@ export class ReplicationPoller {
 
   #fresh(entry: Entry, primary: string, now: number): { polled?: PolledReplication } {
     const p = entry.polled;
-    if (!p || p.primary !== primary || now - p.at >= STALE_INTERVALS * this.#intervalMs) return {};
+    if (!p || p.primary !== primary || entry.failures >= STALE_FAILURES) return {};
+    if (now - p.at >= STALE_INTERVALS * this.#intervalMs + EXEC_TIMEOUT_MS) return {};
     return { polled: p };
   }
 

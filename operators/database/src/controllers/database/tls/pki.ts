@@ -5,7 +5,7 @@
  * holds the Database's own choices: names, validities, the backdating.
  *
  * Generation is the only part that needs randomness and the clock; the decisions (keep, renew, reissue)
- * are pure functions in plan.ts over what inspect.ts reads from the PEM files.
+ * are pure functions in plan.ts over what its inspectCertificate reads from the PEM files.
  */
 import { type CertificatePem, createCa, DAY_MS, issueLeaf, rdnValue } from '@opkit/runtime/pki';
 

@@ -5,7 +5,7 @@
  * reaction to a change after the fault, log lines by level, Events lost.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ControlPlane, start } from '@opkit/controlplane';
 import type { Database } from '../../../operators/database/src/api/v1/database.ts';
@@ -420,6 +420,8 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
       );
       if (c.notReady.length > 0) result.notes.push(`not Ready at the end: ${c.notReady.join(', ')}`);
       inClusterLogs = c.logs;
+      // Kept with the run's other files (main.ts prints the work directory).
+      for (const [i, text] of c.logs.entries()) writeFileSync(join(o.workDir, `manager-pod-${i}.log`), text);
     }
     return result;
   } catch (err) {

@@ -2,7 +2,9 @@
  * One fault run: a fresh control plane, the Database CRD, the operator as its own process with exactly
  * config/rbac, talking to the API server through the fault proxy; N Databases created while the fault
  * hits; then the figures: converged x/N and time, Secrets regenerated, orphans, crashes, takeover,
- * reaction to a change after the fault, log lines by level, Events lost.
+ * reaction to a change after the fault, log lines by level, Events lost. In real-nodes mode the operator is
+ * deployed in the cluster instead (in-cluster.ts: its image on a real node, 2 replicas, config/default), and
+ * the Databases' pods go to the kwok nodes.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

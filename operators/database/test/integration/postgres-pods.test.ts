@@ -12,27 +12,18 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
-import { Databases } from '../../src/api/v1/database.ts';
-import {
-  type Cluster,
-  createNamespace,
-  eventsFor,
-  eventually,
-  getDb,
-  recordDatabases,
-  sample,
-  startCluster,
-  startOperator,
-  waitForPhase,
-} from './helpers.ts';
+import { type Database, Databases } from '../../src/api/v1/database.ts';
+import { type Cluster, eventsFor, eventually, getDb, recordDatabases } from './helpers.ts';
 import {
   appPsql,
   diagnose as diagnosePods,
   type Kubectl,
-  kubectlFor,
+  type PgPods,
   type PodSample,
   rolloutOrder,
+  runningPgDatabase,
   samplePods,
+  startPgPods,
   throughService,
 } from './pg-pods.ts';
 
@@ -43,9 +34,8 @@ const NAME = 'pg';
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
 
 describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () => {
+  let pg: PgPods;
   let cluster: Cluster;
-  let operator: ReturnType<typeof startOperator> | undefined;
-
   let kubectl: Kubectl;
   /** What to print when a wait fails: the pods, their description and logs. */
   const diagnose = (): string =>
@@ -59,34 +49,16 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     appPsql(cluster, kubectl, NS, NAME, from, host, sql);
 
   before(async () => {
-    cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
-    kubectl = kubectlFor(cluster);
-    await createNamespace(cluster.client, NS);
     // A short replication poll (the default is 30 s), so that the status test sees several polls.
-    operator = startOperator(cluster, { name: 'pg-operator', replicationPollMs: POLL_MS, metrics: true });
+    pg = await startPgPods(NS, 'pg-operator', { replicationPollMs: POLL_MS, metrics: true });
+    ({ cluster, kubectl } = pg);
   });
   after(async () => {
-    await operator?.stop();
-    await cluster?.stop();
+    await pg?.stop();
   });
 
   test('a 3-instance PostgreSQL 15 Database runs 3/3 streaming; a row written via rw is read via ro', async () => {
-    await cluster.client.create(
-      Databases.resource,
-      sample(NS, NAME, {
-        engine: 'postgres',
-        version: '15',
-        storage: '1Gi',
-        replicas: 3,
-        image: POSTGRES_IMAGE,
-      }),
-    );
-    let db: Awaited<ReturnType<typeof waitForPhase>>;
-    try {
-      db = await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${diagnose()}`);
-    }
+    const db = await runningPgDatabase(pg, NS, NAME, { replicas: 3 });
     assert.equal(db.status?.readyReplicas, 3);
     assert.match(String(db.status?.systemIdentifier ?? ''), /^\d+$/, 'the cluster identity is recorded');
 
@@ -195,7 +167,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       assert.equal(after.metadata.resourceVersion, before.metadata.resourceVersion);
     }
     // The operator's /metrics: the exact lag of each replica.
-    const address = await operator?.metricsAddress;
+    const address = await pg.metricsAddress;
     assert.ok(address, 'the operator serves /metrics');
     const metrics = await (await fetch(`http://${address}/metrics`)).text();
     for (const pod of [`${NAME}-1`, `${NAME}-2`]) {
@@ -257,7 +229,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     const oldUid = kubectl(['get', 'pod', '-n', NS, `${NAME}-0`, '-o', 'jsonpath={.metadata.uid}']).out;
     assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${NAME}-0`, '--wait=false']).code, 0);
     assert.equal(kubectl(['delete', 'pod', '-n', NS, `${NAME}-0`, '--wait=false']).code, 0);
-    let db: Awaited<ReturnType<typeof waitForPhase>>;
+    let db: Database;
     try {
       db = await eventually(
         'pg-0 back as a replica, 3/3 Running',
@@ -447,7 +419,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     const lost = before.status?.targetPrimary ?? `${NAME}-1`;
     assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${lost}`, '--wait=false']).code, 0);
     assert.equal(kubectl(['delete', 'pod', '-n', NS, lost, '--wait=false']).code, 0);
-    let db: Awaited<ReturnType<typeof waitForPhase>>;
+    let db: Database;
     try {
       db = await eventually(
         `a failover away from ${lost}, then Running 3/3`,

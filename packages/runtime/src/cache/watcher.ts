@@ -24,6 +24,10 @@
  *   (a DeadConnectionError; watches re-open at once).
  * - The backoff starts over once a watch delivers its first event or bookmark, or stayed open for 2 s
  *   (it was accepted) before it failed.
+ * - While the API server cannot be reached at all (a refused or reset connection), a retry waits at most
+ *   UNREACHABLE_RETRY_MAX_MS: a refused connect costs the server nothing, and the full backoff (up to
+ *   30 s) grown through one outage left an informer blind for 73 s after three API server restarts,
+ *   30-60 s after the server was back (bench/results/faults.md, cluster mode).
  *
  * The generator never throws. It returns when `signal` aborts (or when the consumer stops iterating).
  * It is pull-based: while the consumer is busy with an event the stream is not read (and the silence
@@ -34,6 +38,7 @@ import type { Resource } from '../api/resource.ts';
 import {
   errorFromStatus,
   isGone,
+  isUnreachable,
   StaleConnectionError,
   type Status,
   TooManyRequestsError,
@@ -146,6 +151,13 @@ export function silenceTimeoutFor(watchTimeoutSeconds: number): number {
 const SHORT_WATCH_MS = 1000;
 /** A watch open at least this long before it failed had been accepted: the backoff starts over. */
 const ACCEPTED_WATCH_MS = 2000;
+/**
+ * The longest wait before retrying a list or watch that could not reach the API server at all (no HTTP
+ * answer: refused, reset, a dead connection). The backoff's sequence still advances; only its wait is
+ * capped, so an informer reconnects within about 5 s after the server is back (4-5 s with the jitter).
+ * An answering server (5xx, 429) gets the full backoff.
+ */
+export const UNREACHABLE_RETRY_MAX_MS = 5000;
 
 type WatchOutcome = 'closed' | 'gone' | 'error' | 'aborted';
 
@@ -183,6 +195,7 @@ export async function* watcher<T extends KubeObject>(
   /** Reports `err` and waits out the backoff; false if aborted meanwhile. */
   const backOff = async (err: unknown, phase: 'list' | 'watch'): Promise<boolean> => {
     let delayMs = backoff.next();
+    if (isUnreachable(err)) delayMs = Math.min(delayMs, UNREACHABLE_RETRY_MAX_MS);
     if (err instanceof TooManyRequestsError) delayMs = Math.max(delayMs, err.retryAfterSeconds * 1000);
     report(err, { phase, resourceVersion: resourceVersion ?? '', action: 'backoff', delayMs });
     return sleep(delayMs, signal, clock);

@@ -362,6 +362,33 @@ describe('watcher', () => {
     assert.deepEqual(await next, ['apply c0@11', 'apply c1@12', 'apply c2@13', 'apply c3@20']);
   });
 
+  it('waits at most 5 s while the API server cannot be reached; an answering server gets the full backoff', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    const delays: number[] = [];
+    const failNext = async (err: Error) => {
+      (await h.client.nextWatch()).fail(err);
+      await tick();
+      await tick();
+      const d = h.errors.at(-1)?.ctx.delayMs ?? 0;
+      delays.push(d);
+      await h.clock.advanceAsync(d);
+    };
+    // A long outage: refused connections; the backoff's sequence grows (800 ... 12800) but the wait stops
+    // at 5 s, so the watch is re-opened within 5 s of the server's return, not up to 30 s later.
+    for (let i = 0; i < 6; i++) await failNext(new ConnectionError('connect ECONNREFUSED', undefined));
+    // The server answers, with errors: the full backoff, from where the sequence got (not capped).
+    await failNext(new ServerError({ code: 503 }));
+    await failNext(new ServerError({ code: 503 }));
+    // Unreachable again: capped again.
+    await failNext(new ConnectionError('read ECONNRESET', undefined));
+    assert.deepEqual(delays, [800, 1600, 3200, 5000, 5000, 5000, 30_000, 30_000, 5000]);
+    (await h.client.nextWatch()).push({ type: 'ADDED', object: cm('a', '11') });
+    assert.deepEqual(await next, ['apply a@11']);
+  });
+
   it('backs off and retries a failed list', async () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { error: new ConnectionError('refused', undefined) });

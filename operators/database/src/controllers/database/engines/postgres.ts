@@ -45,7 +45,16 @@ import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
 import { roleVerifier } from './postgres/scram.ts';
-import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
+import type {
+  ClusterRecord,
+  DataLayout,
+  Engine,
+  EnginePod,
+  EnvVar,
+  PodContext,
+  Probes,
+  VolumeMount,
+} from './types.ts';
 
 export * from './postgres/credentials.ts';
 export * from './postgres/designation.ts';
@@ -350,14 +359,26 @@ function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
   ];
 }
 
+/**
+ * The volume mounts of an instance's containers, in one order: the data volume (the bootstrap and the
+ * server), the ConfigMap, the passfile's directory, the server certificate, the socket directory,
+ * /dev/shm (the server) and the credentials files.
+ */
+function instanceMounts(layout: DataLayout, opts: { data?: boolean; shm?: boolean } = {}): VolumeMount[] {
+  return [
+    ...(opts.data ? [{ name: VOLUMES.data, mountPath: layout.mountPath }] : []),
+    { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true },
+    { name: 'run', mountPath: POSTGRES_RUN_DIR },
+    { name: 'tls', mountPath: POSTGRES_TLS_DIR, readOnly: true },
+    { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+    ...(opts.shm ? [{ name: 'shm', mountPath: '/dev/shm' }] : []),
+    { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
+  ];
+}
+
 function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   const layout = postgresLayout(db.spec.version);
   const names = childNames(db);
-  const dataMount = { name: VOLUMES.data, mountPath: layout.mountPath };
-  const configMount = { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true };
-  const runMount = { name: 'run', mountPath: POSTGRES_RUN_DIR };
-  const tlsMount = { name: 'tls', mountPath: POSTGRES_TLS_DIR, readOnly: true };
-  const credentialsMount = { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true };
   const probes = postgresProbes();
   const instance = `${CONFIG_DIR}/${POSTGRES_FILES.instance}`;
   const env = instanceEnv(db, layout);
@@ -366,14 +387,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     image: ctx.image,
     command: ['sh', instance, 'bootstrap'],
     env,
-    volumeMounts: [
-      dataMount,
-      configMount,
-      runMount,
-      tlsMount,
-      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      credentialsMount,
-    ],
+    volumeMounts: instanceMounts(layout, { data: true }),
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
@@ -383,15 +397,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     command: ['sh', instance, 'start'],
     ports: [{ name: 'postgres', containerPort: POSTGRES_PORT, protocol: 'TCP' }],
     env: [...env, valueEnv('MAX_LAG_BYTES', maxLagBytes(db))],
-    volumeMounts: [
-      dataMount,
-      configMount,
-      runMount,
-      tlsMount,
-      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      { name: 'shm', mountPath: '/dev/shm' },
-      credentialsMount,
-    ],
+    volumeMounts: instanceMounts(layout, { data: true, shm: true }),
     startupProbe: probes.startup,
     readinessProbe: probes.readiness,
     livenessProbe: probes.liveness,
@@ -415,13 +421,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       valueEnv('TLS_DIR', POSTGRES_TLS_DIR),
       secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     ],
-    volumeMounts: [
-      configMount,
-      runMount,
-      tlsMount,
-      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      credentialsMount,
-    ],
+    volumeMounts: instanceMounts(layout),
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     securityContext: ctx.securityContext,
   };

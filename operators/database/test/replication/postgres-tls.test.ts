@@ -199,4 +199,24 @@ describe('postgres: TLS by default, on real servers', { skip: skipReason }, () =
     );
     await c.streaming(primary, replica);
   });
+
+  test('a replica never follows a primary without TLS: it refuses to start (why the TLS upgrade of pre-TLS pods stalls)', async () => {
+    // A primary as the pods before TLS ran it (ssl off); the replica restarts with today's scripts.
+    await c.stop(replica);
+    await c.sql(primary, 'ALTER SYSTEM SET ssl = off');
+    await c.sql(primary, 'SELECT pg_reload_conf()');
+    try {
+      assert.equal(await c.sql(primary, 'SHOW ssl'), 'off');
+      const r = await c.startRefused(replica, record, { REPAIR_WAIT_SECONDS: '5' });
+      assert.notEqual(r.code, 0, 'no start without a verified primary: never a downgrade to plain text');
+      assert.equal(c.report(replica).result, 'primary-unreachable', `${r.stdout}${r.stderr}`);
+      assert.match(`${r.stdout}${r.stderr}`, /SSL/);
+    } finally {
+      await c.sql(primary, 'ALTER SYSTEM RESET ssl');
+      await c.sql(primary, 'SELECT pg_reload_conf()');
+    }
+    // The primary with TLS again: the same replica starts and streams.
+    await c.start(replica, record);
+    await c.streaming(primary, replica);
+  });
 });

@@ -78,7 +78,8 @@ type desired struct {
 	cm       *corev1.ConfigMap
 	services map[string]*corev1.Service
 	sts      *appsv1.StatefulSet
-	pdbObj   *policyv1.PodDisruptionBudget
+	// pdbs by name: `<name>` and, for engines that fail over (postgres), `<name>-primary`.
+	pdbs map[string]*policyv1.PodDisruptionBudget
 }
 
 func applyDefaults(db *Database) {
@@ -109,7 +110,7 @@ func newDesired(db *Database) (*desired, error) {
 	}
 	text := strings.ReplaceAll(string(raw), templates.Placeholders.Name, db.Name)
 	text = strings.ReplaceAll(text, templates.Placeholders.Namespace, db.Namespace)
-	d := &desired{db: db, services: map[string]*corev1.Service{}}
+	d := &desired{db: db, services: map[string]*corev1.Service{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}}
 	if err := json.Unmarshal([]byte(text), &d.tpl); err != nil {
 		return nil, err
 	}
@@ -139,8 +140,9 @@ func newDesired(db *Database) (*desired, error) {
 			d.sts = &appsv1.StatefulSet{}
 			err = json.Unmarshal(c, d.sts)
 		case "PodDisruptionBudget":
-			d.pdbObj = &policyv1.PodDisruptionBudget{}
-			err = json.Unmarshal(c, d.pdbObj)
+			p := &policyv1.PodDisruptionBudget{}
+			err = json.Unmarshal(c, p)
+			d.pdbs[p.Name] = p
 		}
 		if err != nil {
 			return nil, err
@@ -274,9 +276,11 @@ func (d *desired) readOnlyService() *corev1.Service {
 	}
 	return nil
 }
-func (d *desired) podDisruptionBudget() *policyv1.PodDisruptionBudget {
-	if d.pdbObj == nil {
-		return nil
+
+// podDisruptionBudget: the desired PDB of that name (`<name>`, `<name>-primary`), nil when none.
+func (d *desired) podDisruptionBudget(name string) *policyv1.PodDisruptionBudget {
+	if p, ok := d.pdbs[name]; ok {
+		return p.DeepCopy()
 	}
-	return d.pdbObj.DeepCopy()
+	return nil
 }

@@ -168,11 +168,23 @@ function password(t: Template): string {
 }
 
 /** SCRAM-SHA-256 in PostgreSQL's pg_authid format, salt derived as opkit's roleVerifier (scram.ts) does. */
+// Verifiers already computed, by iterations and salt (bounded, the oldest first out), as opkit's scram.ts.
+const verifiers = new Map<string, string>();
 function roleVerifier(password: string, databaseId: string, role: string, iterations: number): string {
   const salt = createHmac('sha256', password)
     .update(`opkit\0${databaseId}\0${role}`)
     .digest()
     .subarray(0, 16);
+  const key = `${iterations}:${salt.toString('base64')}`;
+  const known = verifiers.get(key);
+  if (known !== undefined) return known;
+  if (verifiers.size >= 16_384) verifiers.delete(verifiers.keys().next().value as string);
+  const verifier = computeVerifier(password, salt, iterations);
+  verifiers.set(key, verifier);
+  return verifier;
+}
+
+function computeVerifier(password: string, salt: Buffer, iterations: number): string {
   const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
   const storedKey = createHash('sha256')
     .update(createHmac('sha256', salted).update('Client Key').digest())

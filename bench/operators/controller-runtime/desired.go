@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -240,11 +241,40 @@ func scramVerifier(password string, salt []byte, iterations int) string {
 
 // roleVerifier: the salt derived from the Database's uid and the role, keyed by the password (opkit's
 // roleVerifier), so the same password gives the same verifier on every reconcile.
+// Verifiers already computed are remembered by their salt (bounded, the oldest first out), as opkit's
+// scram.ts does, so that both check a Secret's verifiers with the same work.
 func roleVerifier(password, databaseID, role string, iterations int) string {
 	h := hmac.New(sha256.New, []byte(password))
 	h.Write([]byte("opkit\x00" + databaseID + "\x00" + role))
-	return scramVerifier(password, h.Sum(nil)[:16], iterations)
+	salt := h.Sum(nil)[:16]
+	key := fmt.Sprintf("%d:%x", iterations, salt)
+	verifiersMu.Lock()
+	v, ok := verifiers[key]
+	verifiersMu.Unlock()
+	if ok {
+		return v
+	}
+	v = scramVerifier(password, salt, iterations)
+	verifiersMu.Lock()
+	defer verifiersMu.Unlock()
+	if _, ok := verifiers[key]; !ok {
+		if len(verifierOrder) >= verifiersLimit {
+			delete(verifiers, verifierOrder[0])
+			verifierOrder = verifierOrder[1:]
+		}
+		verifiers[key] = v
+		verifierOrder = append(verifierOrder, key)
+	}
+	return v
 }
+
+const verifiersLimit = 16384
+
+var (
+	verifiersMu   sync.Mutex
+	verifiers     = map[string]string{}
+	verifierOrder []string
+)
 
 // derive sets the derived keys (SCRAM verifiers) from the Secret's usernames and passwords.
 func (d *desired) derive(data map[string][]byte) {

@@ -271,7 +271,8 @@ try {
   // Before any timing: the implementations must create the same objects for the figures to compare.
   if (!values['skip-equivalence']) equivalence = await runEquivalence();
   if (scenario === 'equivalence') {
-    writeResults();
+    // The check alone is no timing: printed above, kept in the work directory, never the headline latest.md.
+    log('equivalence checked: nothing written under bench/results (a check is not a timing run)');
   } else {
     const phases = PHASES[scenario];
     if (!phases) throw new Error(`unknown scenario ${scenario}`);

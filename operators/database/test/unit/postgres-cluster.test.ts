@@ -13,6 +13,7 @@ import {
   observePostgres,
   parseInstanceReport,
   podReport,
+  postgresClusterData,
   postgresImageProblem,
 } from '../../src/controllers/database/engines/index.ts';
 import { type ReconcilerDeps, reconcileDatabase, roleChanges } from '../../src/controllers/database/index.ts';
@@ -140,6 +141,23 @@ describe('observePostgres', () => {
     // After a switchover to an updated replica, the old pod is no longer the primary: strict again.
     const moved = observePostgres(db, { ...prev, targetPrimary: 'orders-1' }, [old, updated]);
     assert.equal(moved.record.primaryWithoutTls, undefined);
+  });
+
+  it('the pods are told the primary without TLS only while it is designated, never during a failover', () => {
+    const d = Databases.applyDefaults({
+      apiVersion: 'myapp.example.com/v1',
+      kind: 'Database',
+      metadata: { name: NAME, namespace: NS },
+      spec: { engine: 'postgres', version: '16', storage: '1Gi', replicas: 2 },
+    } as Database);
+    const key = 'cluster-primary-without-tls';
+    assert.equal(postgresClusterData(d)[key], '');
+    assert.equal(
+      postgresClusterData(d, { primary: 'orders-0', primaryWithoutTls: 'orders-0' })[key],
+      'orders-0',
+    );
+    const fenced = { primary: 'orders-0', primaryWithoutTls: 'orders-0', fenced: true };
+    assert.equal(postgresClusterData(d, fenced)[key], '');
   });
 
   it('the primary lost its volume while replicas hold the data: Failed PrimaryDataLost naming them', () => {

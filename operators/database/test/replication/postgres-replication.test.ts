@@ -85,6 +85,7 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
       'DESIGNATION_FILE',
       'PRIMARY_FILE',
       'PRIMARY_EPOCH_FILE',
+      'PRIMARY_WITHOUT_TLS_FILE',
     ];
     const harness = Object.keys(c.env(primary, record)).filter((k) => !overrides.includes(k));
     for (const v of harness) assert.ok(envOf('bootstrap').includes(v), `bootstrap lacks ${v}`);

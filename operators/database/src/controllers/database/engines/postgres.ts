@@ -44,6 +44,7 @@ import { healthScript, maxLagBytes } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
+import { POSTGRES_TLS_VOLUME } from './postgres/primary-tls.ts';
 import { roleVerifier } from './postgres/scram.ts';
 import type {
   ClusterRecord,
@@ -63,6 +64,7 @@ export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
+export * from './postgres/primary-tls.ts';
 export * from './postgres/replication.ts';
 export * from './postgres/report.ts';
 export * from './postgres/scram.ts';
@@ -369,7 +371,7 @@ function instanceMounts(layout: DataLayout, opts: { data?: boolean; shm?: boolea
     ...(opts.data ? [{ name: VOLUMES.data, mountPath: layout.mountPath }] : []),
     { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true },
     { name: 'run', mountPath: POSTGRES_RUN_DIR },
-    { name: 'tls', mountPath: POSTGRES_TLS_DIR, readOnly: true },
+    { name: POSTGRES_TLS_VOLUME, mountPath: POSTGRES_TLS_DIR, readOnly: true },
     { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
     ...(opts.shm ? [{ name: 'shm', mountPath: '/dev/shm' }] : []),
     { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
@@ -441,7 +443,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       },
       // The server certificate: root:999 0640 with the pod's fsGroup (what PostgreSQL requires of a
       // root-owned key), updated in place by the kubelet when it is renewed.
-      { name: 'tls', secret: { secretName: names.serverSecret, defaultMode: 0o640 } },
+      { name: POSTGRES_TLS_VOLUME, secret: { secretName: names.serverSecret, defaultMode: 0o640 } },
       // The replication passfile: in memory, written from the env at every start.
       { name: 'run', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       // The socket directory (the image's is only writable by its postgres user, not by any uid).
@@ -488,6 +490,7 @@ export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterReco
     [CLUSTER_KEYS.primary]: cluster?.fenced ? FENCED_PRIMARY : (cluster?.primary ?? initialPrimaryPod(db)),
     [CLUSTER_KEYS.epoch]: String(cluster?.epoch ?? 0),
     [CLUSTER_KEYS.systemIdentifier]: cluster?.systemIdentifier ?? '',
+    [CLUSTER_KEYS.primaryWithoutTls]: cluster?.fenced ? '' : (cluster?.primaryWithoutTls ?? ''),
     [CLUSTER_KEYS.instances]: Array.from({ length: db.spec.replicas }, (_, i) => `${podName(db, i)}\n`).join(
       '',
     ),

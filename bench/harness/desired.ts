@@ -29,6 +29,7 @@ import {
   serverSecret,
 } from '../../operators/database/src/controllers/database/desired/tls.ts';
 import { engineFor } from '../../operators/database/src/controllers/database/engines/index.ts';
+import { instanceStatuses } from '../../operators/database/src/controllers/database/instances.ts';
 import { configHash } from '../../operators/database/src/controllers/database/reconcile.ts';
 import { computeStatus } from '../../operators/database/src/controllers/database/status.ts';
 import {
@@ -205,5 +206,17 @@ export function floorStatus(db: KubeObject, children = desiredChildren(db)): unk
     endpoints: endpoints(spec),
     selector: selectorString(spec),
     ...(cluster ? { cluster } : {}),
+    // postgres: status.instances, none of the pods exists yet (what opkit reports then).
+    ...(cluster
+      ? {
+          instances: instanceStatuses(
+            sts?.metadata.name ?? db.metadata.name,
+            spec.spec.replicas,
+            cluster.record.primary,
+            [],
+            cluster.reports,
+          ),
+        }
+      : {}),
   });
 }

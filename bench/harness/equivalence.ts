@@ -25,18 +25,12 @@ export interface KnownDifference {
 }
 
 /**
- * The controller-runtime and client-node peers did not make the TLS Secrets at first; an entry
- * looked like { id: 'tls', name: 'no TLS Secrets yet (postgres: <name>-ca, <name>-server, <name>-app)',
- * impls: ['controller-runtime', 'client-node'], keys: /^Secret\/.+-(ca|server|app)$/ }.
+ * None now. Earlier entries: the TLS Secrets ({ id: 'tls', name: 'no TLS Secrets yet (postgres: <name>-ca,
+ * <name>-server, <name>-app)', impls: ['controller-runtime', 'client-node'], keys:
+ * /^Secret\/.+-(ca|server|app)$/ }) and the primary's PodDisruptionBudget ({ id: 'primary-pdb', keys:
+ * /^PodDisruptionBudget\/.+-primary$/ }), both made by the peers since.
  */
-export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [
-  {
-    id: 'primary-pdb',
-    name: "no primary PodDisruptionBudget yet (postgres: <name>-primary, maxUnavailable 0, from opkit's failover)",
-    impls: ['controller-runtime', 'client-node'],
-    keys: /^PodDisruptionBudget\/.+-primary$/,
-  },
-];
+export const KNOWN_DIFFERENCES: readonly KnownDifference[] = [];
 
 /** The implementation does what the known difference `id` says the peers named there do not. */
 export function makes(impl: string, id: string): boolean {

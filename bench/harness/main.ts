@@ -271,7 +271,9 @@ try {
   // Before any timing: the implementations must create the same objects for the figures to compare.
   if (!values['skip-equivalence']) equivalence = await runEquivalence();
   if (scenario === 'equivalence') {
-    writeResults();
+    // The check alone is no timing: printed above, kept in the work directory, never the headline latest.md.
+    log('equivalence checked: nothing written under bench/results (a check is not a timing run)');
+    if (equivalence?.some((r) => r.childDiffs.length > 0 || r.statusDiffs.length > 0)) process.exitCode = 1;
   } else {
     const phases = PHASES[scenario];
     if (!phases) throw new Error(`unknown scenario ${scenario}`);

@@ -27,6 +27,7 @@ import {
   endpoints,
   headlessService,
   podDisruptionBudget,
+  primaryDisruptionBudget,
   readOnlyService,
   readWriteService,
   statefulSet,
@@ -202,6 +203,7 @@ export async function generateTemplates(): Promise<string> {
         readOnlyService(db),
         sts,
         podDisruptionBudget(db),
+        primaryDisruptionBudget(db),
       ].filter((c) => c !== undefined);
       templates[`${engine}/${version}/${replicas}`] = {
         children,

@@ -18,7 +18,14 @@ export const FAULTS = [
   'proxy-stall',
   'proxy-half-open',
 ] as const;
-export type FaultName = (typeof FAULTS)[number];
+/** The faults of real-nodes mode (the operator deployed in the cluster, its pods on a real node). */
+export const REAL_NODE_FAULTS = ['baseline', 'operator-pod-and-apiserver'] as const;
+export type FaultName = (typeof FAULTS)[number] | (typeof REAL_NODE_FAULTS)[number];
+export const FAULT_MODES = ['apiserver', 'cluster', 'real-nodes'] as const;
+export type FaultMode = (typeof FAULT_MODES)[number];
+/** The faults a mode runs. */
+export const faultsOf = (mode: FaultMode): readonly FaultName[] =>
+  mode === 'real-nodes' ? REAL_NODE_FAULTS : FAULTS;
 
 /** What a fault can act on. */
 export interface FaultContext {
@@ -30,6 +37,8 @@ export interface FaultContext {
   restartOperator(): Promise<void>;
   /** Resolves once the Lease names a holder other than the one killed; returns when it did. */
   waitNewLeader(timeoutMs: number): Promise<number>;
+  /** real-nodes mode: resolves when the manager Deployment's 2 pods are Ready; returns when they were. */
+  waitOperatorPods(timeoutMs: number): Promise<number>;
   /** How far convergence got (Databases converged so far). */
   converged(): number;
   sleep(ms: number): Promise<void>;
@@ -127,6 +136,24 @@ export async function inject(
       ctx.proxy.resume();
       ctx.note(`all connections stalled ${scale.stallSeconds} s, then resumed`);
       return {};
+    case 'operator-pod-and-apiserver': {
+      // The leader pod's container SIGKILLed and, at once, the API server restarted: the kubelet restarts
+      // the container while the API server is down; the other replica (or the restarted one) takes over
+      // once the API server is back and the killed holder's Lease expired.
+      await midway(ctx, n, 0.3);
+      const { killedAt } = await ctx.killOperator('SIGKILL');
+      await ctx.cp.restartApiServer({ downtimeMs: 2000 });
+      const apiBack = (performance.now() - killedAt) / 1000;
+      const t = await ctx.waitNewLeader(180_000);
+      const takeoverSeconds = (t - killedAt) / 1000;
+      const podsBack = ((await ctx.waitOperatorPods(300_000)) - killedAt) / 1000;
+      ctx.note(
+        `leader container SIGKILLed and API server restarted at ${ctx.converged()}/${n} converged: API server ` +
+          `back after ${apiBack.toFixed(1)} s, a new leader after ${takeoverSeconds.toFixed(2)} s, both replicas ` +
+          `Ready after ${podsBack.toFixed(1)} s`,
+      );
+      return { takeoverSeconds };
+    }
     case 'proxy-half-open': {
       // Never healed: the open connections stay silent to the end of the run; new ones work. The run
       // measures the reaction from here.

@@ -2,21 +2,33 @@
  * One fault run: a fresh control plane, the Database CRD, the operator as its own process with exactly
  * config/rbac, talking to the API server through the fault proxy; N Databases created while the fault
  * hits; then the figures: converged x/N and time, Secrets regenerated, orphans, crashes, takeover,
- * reaction to a change after the fault, log lines by level, Events lost.
+ * reaction to a change after the fault, log lines by level, Events lost. In real-nodes mode the operator is
+ * deployed in the cluster instead (in-cluster.ts: its image on a real node, 2 replicas, config/default), and
+ * the Databases' pods go to the kwok nodes.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ControlPlane, start } from '@opkit/controlplane';
-import { derivedSecretNames, expectedChildKeys, inputs, statefulSetName } from '../desired.ts';
+import type { Database } from '../../../operators/database/src/api/v1/database.ts';
+import { onSimulatedNodes } from '../../../operators/database/src/demo/postgres.ts';
+import {
+  type BenchDatabase,
+  derivedSecretNames,
+  expectedChildKeys,
+  inputs,
+  statefulSetName,
+} from '../desired.ts';
 import { type RunningOperator, startOperator, waitReady } from '../impls.ts';
 import { kindPath } from '../kinds.ts';
 import { Kube, type KubeObject, runConcurrently } from '../kube.ts';
 import { Observer } from '../observer.ts';
 import { installCrd, SCALE_FLAGS } from '../scenarios.ts';
-import { type FaultName, type FaultScale, inject, needsLeaderElection } from './faults.ts';
+import { type FaultMode, type FaultName, type FaultScale, inject, needsLeaderElection } from './faults.ts';
 import { installOperatorRbac, waitAuthorized, writeOperatorKubeconfig } from './identity.ts';
+import { type InClusterOperator, OPERATOR_NAMESPACE, podOf, startInCluster } from './in-cluster.ts';
 import { FaultProxy } from './proxy.ts';
+import { startTrace } from './trace.ts';
 
 const LEASE = 'database-operator.myapp.example.com';
 /** The ConfigMap kube-controller-manager's root-ca-cert-publisher writes into every namespace. */
@@ -25,18 +37,22 @@ const CLUSTER_CA_CONFIGMAP = 'ConfigMap/kube-root-ca.crt';
 export interface FaultRunOptions {
   fault: FaultName;
   n: number;
-  mode: 'apiserver' | 'cluster';
+  mode: FaultMode;
   workDir: string;
+  /** real-nodes mode: the operator image's OCI archive (in-cluster.ts buildOperatorImage). */
+  imageArchive?: string;
   scale: FaultScale;
   convergeTimeoutMs: number;
   /** How long a change after the fault may take before it counts as not reconciled. */
   reactionTimeoutMs: number;
   log: (line: string) => void;
+  /** Log a timeline every 2 s (trace.ts) and keep the control plane's directory (its logs) in workDir/cp. */
+  trace?: boolean;
 }
 
 export interface FaultResult {
   fault: FaultName;
-  mode: 'apiserver' | 'cluster';
+  mode: FaultMode;
   n: number;
   converged: number;
   /** First create to the last Database converged (or to the timeout). */
@@ -107,6 +123,16 @@ class SecretTracker {
   }
 }
 
+/** pino's numeric levels (the operator's log in a container), as names. */
+const LEVELS: Record<number, string> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+};
+
 /** Log lines by level of an operator's JSON log, and the Events it could not record. */
 export function countLogLines(text: string): { byLevel: Record<string, number>; eventsLost: number } {
   const byLevel: Record<string, number> = {};
@@ -116,8 +142,8 @@ export function countLogLines(text: string): { byLevel: Record<string, number>; 
     let level = 'unparsed';
     let msg = '';
     try {
-      const o = JSON.parse(line) as { level?: string; msg?: string };
-      level = o.level ?? 'none';
+      const o = JSON.parse(line) as { level?: string | number; msg?: string };
+      level = typeof o.level === 'number' ? (LEVELS[o.level] ?? String(o.level)) : (o.level ?? 'none');
       msg = o.msg ?? '';
     } catch {}
     byLevel[level] = (byLevel[level] ?? 0) + 1;
@@ -153,7 +179,17 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     eventsLost: 0,
     notes: [],
   };
-  const cp: ControlPlane = await start({ mode: o.mode, nodes: 3, apiServerArgs: SCALE_FLAGS });
+  const real = o.mode === 'real-nodes';
+  if (real && !o.imageArchive) throw new Error('real-nodes mode needs imageArchive');
+  const cp: ControlPlane = await start({
+    mode: o.mode === 'apiserver' ? 'apiserver' : 'cluster',
+    nodes: 3,
+    // The operator's pods on the real node; the Databases' pods on the kwok nodes.
+    ...(real ? { realNodes: 1 } : {}),
+    apiServerArgs: SCALE_FLAGS,
+    // Traced: the scheduler's informers' list/watch calls in its log (kube-scheduler.log in workDir/cp).
+    ...(o.trace ? { dir: join(o.workDir, 'cp'), schedulerArgs: ['--v=3'] } : {}),
+  });
   const kube = new Kube(cp.kubeconfig);
   const server = new URL(cp.server);
   const proxy = await FaultProxy.start(server.hostname, Number(server.port));
@@ -161,7 +197,7 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     namespace: ns,
     expected: expectedChildKeys,
     retryWatches: true,
-    ...(o.mode === 'cluster' ? { requirePhase: 'Running' } : {}),
+    ...(o.mode !== 'apiserver' ? { requirePhase: 'Running' } : {}),
   });
   const secrets = new SecretTracker(kube, ns);
   // The load balancer's health check: /readyz every 200 ms (see FaultProxy.upstreamReady).
@@ -177,35 +213,46 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     }
   })();
   const operators: Operator[] = [];
+  let inCluster: InClusterOperator | undefined;
+  let inClusterLogs: string[] = [];
   const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+  let trace: { stop(): Promise<void> } | undefined;
   try {
-    await installCrd(kube);
+    // real-nodes: `opkit deploy` installs the CRD, the RBAC and the manager (2 replicas, leader election).
+    if (real) inCluster = await startInCluster(cp, kube, o.imageArchive!);
+    else await installCrd(kube);
     await kube.json('POST', '/api/v1/namespaces', {
       apiVersion: 'v1',
       kind: 'Namespace',
       metadata: { name: ns },
     });
-    const id = await installOperatorRbac(kube);
-    const kubeconfigPath = writeOperatorKubeconfig(
-      join(o.workDir, 'operator.kubeconfig'),
-      cp.kubeconfig,
-      `https://127.0.0.1:${proxy.port}`,
-      id,
-    );
-    await waitAuthorized(cp.kubeconfig, cp.server, id);
-    const le = needsLeaderElection(o.fault);
-    const launch = async () => {
-      const op = await startOperator('opkit', {
-        kubeconfigPath,
-        logFile: join(o.workDir, `opkit-${operators.length}.log`),
-        ...(le ? { extraArgs: ['--leader-elect', '--leader-election-namespace', id.namespace] } : {}),
-      });
-      operators.push({ op, killed: false });
-      await waitReady(op);
-      return op;
+    let leaseNamespace = OPERATOR_NAMESPACE;
+    let launch = async (): Promise<void> => {
+      throw new Error(`${o.fault}: no operator process to start in ${o.mode} mode`);
     };
-    await launch();
-    if (le) await launch();
+    const le = needsLeaderElection(o.fault);
+    if (!real) {
+      const id = await installOperatorRbac(kube);
+      leaseNamespace = id.namespace;
+      const kubeconfigPath = writeOperatorKubeconfig(
+        join(o.workDir, 'operator.kubeconfig'),
+        cp.kubeconfig,
+        `https://127.0.0.1:${proxy.port}`,
+        id,
+      );
+      await waitAuthorized(cp.kubeconfig, cp.server, id);
+      launch = async () => {
+        const op = await startOperator('opkit', {
+          kubeconfigPath,
+          logFile: join(o.workDir, `opkit-${operators.length}.log`),
+          ...(le ? { extraArgs: ['--leader-elect', '--leader-election-namespace', id.namespace] } : {}),
+        });
+        operators.push({ op, killed: false });
+        await waitReady(op);
+      };
+      await launch();
+      if (le) await launch();
+    }
     await observer.start();
     secrets.start();
 
@@ -213,7 +260,7 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
       (
         await kube
           .get<{ spec?: { holderIdentity?: string } }>(
-            `/apis/coordination.k8s.io/v1/namespaces/${id.namespace}/leases/${LEASE}`,
+            `/apis/coordination.k8s.io/v1/namespaces/${leaseNamespace}/leases/${LEASE}`,
           )
           .catch(() => undefined)
       )?.spec?.holderIdentity;
@@ -229,6 +276,14 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
       },
       converged: () => observer.convergedAt.size,
       async killOperator(signal: 'SIGKILL' | 'SIGTERM') {
+        if (inCluster) {
+          if (signal !== 'SIGKILL')
+            throw new Error('real-nodes mode kills the leader container with SIGKILL');
+          const k = await inCluster.killLeader();
+          killedHolder = k.holder;
+          o.log(`    SIGKILL of ${k.pod}'s container (the Lease holder)`);
+          return { killedAt: k.killedAt };
+        }
         let target = live()[0];
         if (le) {
           killedHolder = await lease();
@@ -250,15 +305,40 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
         const deadline = performance.now() + timeoutMs;
         while (performance.now() < deadline) {
           const h = await lease();
-          if (h && h !== killedHolder) return performance.now();
+          if (h && h !== killedHolder) {
+            const t = performance.now();
+            if (inCluster && killedHolder) {
+              const [was, now] = [podOf(killedHolder), podOf(h)];
+              result.notes.push(
+                `new leader ${now === was ? "the killed pod's restarted container" : 'the standby replica'}`,
+              );
+            }
+            return t;
+          }
           await sleep(50);
         }
         throw new Error(`no new leader within ${timeoutMs / 1000} s`);
       },
+      async waitOperatorPods(timeoutMs: number) {
+        if (!inCluster) throw new Error('no operator pods outside real-nodes mode');
+        return inCluster.waitPodsReady(timeoutMs);
+      },
     };
 
-    const dbs = inputs(o.n, ns);
+    // real-nodes: the Databases' pods on the kwok nodes (nodeSelector and toleration, as the demo does).
+    const dbs = inputs(o.n, ns).map((d) =>
+      real ? (onSimulatedNodes(d as unknown as Database, true) as unknown as BenchDatabase) : d,
+    );
     const names = dbs.map((d) => d.metadata.name);
+    if (o.trace)
+      trace = startTrace(
+        kube,
+        ns,
+        o.n,
+        () => observer.convergedAt.size,
+        () => operators.map((x) => x.op.proc.logFile),
+        o.log,
+      );
     const t0 = performance.now();
     const fault = inject(o.fault, ctx, o.n, o.scale);
     await runConcurrently(dbs, 16, async (db) => {
@@ -332,14 +412,29 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
     const reissued = changed.filter((n) => derived.has(n));
     if (reissued.length > 0) result.notes.push(`derived Secrets reissued: ${reissued.join(', ')}`);
     result.crashes = operators.filter((x) => !x.killed && !x.op.proc.running).length;
+    if (inCluster) {
+      // The container restarts beyond the kills the fault made, and replicas not Ready at the end.
+      const c = await inCluster.collect();
+      const kills = o.fault === 'baseline' ? 0 : 1;
+      result.crashes = Math.max(0, c.restarts - kills) + c.notReady.length;
+      result.notes.push(
+        `operator container restarts ${c.restarts}${kills > 0 ? ` (${kills} the SIGKILL)` : ''}`,
+      );
+      if (c.notReady.length > 0) result.notes.push(`not Ready at the end: ${c.notReady.join(', ')}`);
+      inClusterLogs = c.logs;
+      // Kept with the run's other files (main.ts prints the work directory).
+      for (const [i, text] of c.logs.entries()) writeFileSync(join(o.workDir, `manager-pod-${i}.log`), text);
+    }
     return result;
   } catch (err) {
     result.failed = err instanceof Error ? err.message.slice(0, 300) : String(err);
     return result;
   } finally {
+    await trace?.stop();
     for (const x of operators) await x.op.proc.stop();
-    for (const x of operators) {
-      const c = countLogLines(readFileSync(x.op.proc.logFile, 'utf8'));
+    const logTexts = [...operators.map((x) => readFileSync(x.op.proc.logFile, 'utf8')), ...inClusterLogs];
+    for (const text of logTexts) {
+      const c = countLogLines(text);
       for (const [lvl, k] of Object.entries(c.byLevel))
         result.logLines[lvl] = (result.logLines[lvl] ?? 0) + k;
       result.eventsLost += c.eventsLost;

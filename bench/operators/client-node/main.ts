@@ -23,6 +23,11 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
+import type { Pod } from '@opkit/runtime';
+import {
+  describeNotReady,
+  instanceStatuses,
+} from '../../../operators/database/src/controllers/database/instances.ts';
 import {
   generateCa,
   issueServerCertificate,
@@ -91,7 +96,14 @@ function configHash(data: Record<string, string>, unhashed: string[]): string {
 
 interface Database extends k8s.KubernetesObject {
   metadata: k8s.V1ObjectMeta;
-  spec: { engine: string; version: string; replicas?: number; storage: string; deletionPolicy?: string };
+  spec: {
+    engine: string;
+    version: string;
+    replicas?: number;
+    storage: string;
+    deletionPolicy?: string;
+    synchronousReplicas?: number;
+  };
   status?: Record<string, unknown> & { conditions?: Condition[] };
 }
 interface Condition {
@@ -156,11 +168,23 @@ function password(t: Template): string {
 }
 
 /** SCRAM-SHA-256 in PostgreSQL's pg_authid format, salt derived as opkit's roleVerifier (scram.ts) does. */
+// Verifiers already computed, by iterations and salt (bounded, the oldest first out), as opkit's scram.ts.
+const verifiers = new Map<string, string>();
 function roleVerifier(password: string, databaseId: string, role: string, iterations: number): string {
   const salt = createHmac('sha256', password)
     .update(`opkit\0${databaseId}\0${role}`)
     .digest()
     .subarray(0, 16);
+  const key = `${iterations}:${salt.toString('base64')}`;
+  const known = verifiers.get(key);
+  if (known !== undefined) return known;
+  if (verifiers.size >= 16_384) verifiers.delete(verifiers.keys().next().value as string);
+  const verifier = computeVerifier(password, salt, iterations);
+  verifiers.set(key, verifier);
+  return verifier;
+}
+
+function computeVerifier(password: string, salt: Buffer, iterations: number): string {
   const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
   const storedKey = createHash('sha256')
     .update(createHmac('sha256', salted).update('Client Key').digest())
@@ -387,6 +411,7 @@ async function reconcile(namespace: string, name: string): Promise<void> {
     for (const del of [
       () => core.deleteNamespacedService({ name: `${name}-ro`, namespace }),
       () => policy.deleteNamespacedPodDisruptionBudget({ name, namespace }),
+      () => policy.deleteNamespacedPodDisruptionBudget({ name: `${name}-primary`, namespace }),
     ]) {
       await del().catch((err: unknown) => {
         if (code(err) !== 404) throw err;
@@ -398,7 +423,18 @@ async function reconcile(namespace: string, name: string): Promise<void> {
     namespace,
   })) as k8s.V1StatefulSet;
   const st = sts.status;
-  const ready = st?.readyReplicas ?? 0;
+  // An engine with a cluster record (postgres) reports each instance from its pod, as opkit does
+  // (instances.ts, the same pure function), and counts those ready; else the StatefulSet's count.
+  const targetPrimary = String(db.status?.targetPrimary ?? `${t.statefulSetName}-0`);
+  const instances = t.clusterRecord
+    ? instanceStatuses(
+        t.statefulSetName,
+        replicas,
+        targetPrimary,
+        (await core.listNamespacedPod({ namespace, labelSelector: t.selector })).items as Pod[],
+      )
+    : undefined;
+  const ready = instances ? instances.filter((i) => i.ready).length : (st?.readyReplicas ?? 0);
   const running =
     (st?.observedGeneration ?? 0) >= (sts.metadata?.generation ?? 0) &&
     Boolean(st?.currentRevision) &&
@@ -410,7 +446,8 @@ async function reconcile(namespace: string, name: string): Promise<void> {
   const ran = ['Running', 'Updating', 'Degraded'].includes(String(db.status?.phase));
   const phase = running ? 'Running' : ran ? 'Updating' : 'Provisioning';
   const reason = running ? 'AllReplicasReady' : ran ? 'Scaling' : 'Provisioning';
-  const msg = `${ready}/${replicas} replicas ready`;
+  const down = running ? undefined : describeNotReady(instances);
+  const msg = `${ready}/${replicas} replicas ready${down ? `; ${down}` : ''}`;
   const gen = db.metadata.generation;
   const prev = db.status?.conditions;
   const status = {
@@ -423,8 +460,12 @@ async function reconcile(namespace: string, name: string): Promise<void> {
     // Like opkit's cluster record: <name>-0 until recorded otherwise (this peer reads no pod reports).
     ...(t.clusterRecord
       ? {
-          targetPrimary: String(db.status?.targetPrimary ?? `${t.statefulSetName}-0`),
+          targetPrimary,
           ...(db.status?.systemIdentifier ? { systemIdentifier: String(db.status.systemIdentifier) } : {}),
+          replicationMode: db.spec.synchronousReplicas
+            ? `Synchronous (ANY ${db.spec.synchronousReplicas})`
+            : 'Asynchronous',
+          instances,
         }
       : {}),
     observedGeneration: gen,

@@ -39,6 +39,8 @@ type DatabaseSpec struct {
 	NodeSelector      map[string]string            `json:"nodeSelector,omitempty"`
 	Tolerations       []corev1.Toleration          `json:"tolerations,omitempty"`
 	PriorityClassName string                       `json:"priorityClassName,omitempty"`
+	// SynchronousReplicas: postgres, replicas each commit waits for (status.replicationMode).
+	SynchronousReplicas *int32 `json:"synchronousReplicas,omitempty"`
 }
 
 type Endpoints struct {
@@ -59,6 +61,17 @@ type DatabaseStatus struct {
 	ObservedGeneration *int64             `json:"observedGeneration,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 	Selector           string             `json:"selector,omitempty"`
+	ReplicationMode    string             `json:"replicationMode,omitempty"`
+	Instances          []InstanceStatus   `json:"instances,omitempty"`
+}
+
+// InstanceStatus: one instance of an engine with a cluster record (postgres), from its pod as it is.
+type InstanceStatus struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Ready   bool   `json:"ready"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 type Database struct {
@@ -105,6 +118,10 @@ func (in *DatabaseSpec) DeepCopyInto(out *DatabaseSpec) {
 	out.PodAnnotations = copyMap(in.PodAnnotations)
 	out.PodLabels = copyMap(in.PodLabels)
 	out.NodeSelector = copyMap(in.NodeSelector)
+	if in.SynchronousReplicas != nil {
+		v := *in.SynchronousReplicas
+		out.SynchronousReplicas = &v
+	}
 	if in.Tolerations != nil {
 		out.Tolerations = make([]corev1.Toleration, len(in.Tolerations))
 		for i := range in.Tolerations {
@@ -136,6 +153,10 @@ func (in *DatabaseStatus) DeepCopyInto(out *DatabaseStatus) {
 		for i := range in.Conditions {
 			in.Conditions[i].DeepCopyInto(&out.Conditions[i])
 		}
+	}
+	if in.Instances != nil {
+		out.Instances = make([]InstanceStatus, len(in.Instances))
+		copy(out.Instances, in.Instances)
 	}
 }
 

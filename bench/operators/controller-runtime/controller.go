@@ -277,19 +277,21 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 
-	if pdb := d.podDisruptionBudget(); pdb != nil {
-		current := &policyv1.PodDisruptionBudget{ObjectMeta: pdb.ObjectMeta}
-		if err := r.createOrUpdate(ctx, db, current, func() error {
-			current.Labels = mergeMap(current.Labels, pdb.Labels)
-			if !equality.Semantic.DeepDerivative(pdb.Spec, current.Spec) {
-				current.Spec = pdb.Spec
+	for _, name := range []string{d.names.pdb, d.names.pdb + "-primary"} {
+		if pdb := d.podDisruptionBudget(name); pdb != nil {
+			current := &policyv1.PodDisruptionBudget{ObjectMeta: pdb.ObjectMeta}
+			if err := r.createOrUpdate(ctx, db, current, func() error {
+				current.Labels = mergeMap(current.Labels, pdb.Labels)
+				if !equality.Semantic.DeepDerivative(pdb.Spec, current.Spec) {
+					current.Spec = pdb.Spec
+				}
+				return nil
+			}); err != nil {
+				return ctrl.Result{}, err
 			}
-			return nil
-		}); err != nil {
+		} else if err := r.deleteIfExists(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: d.meta(name, "")}); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else if err := r.deleteIfExists(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: d.meta(d.names.pdb, "")}); err != nil {
-		return ctrl.Result{}, err
 	}
 
 	// Role labels on the pods: the designated primary (status.targetPrimary, like opkit; <name>-0 until
@@ -333,6 +335,9 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		endpoints:       d.endpoints(),
 		selector:        d.selectorString(),
 		targetPrimary:   targetPrimary,
+	}
+	if targetPrimary != "" {
+		o.instances = instanceStatuses(d.names.statefulSet, replicasOf(db), targetPrimary, pods.Items)
 	}
 	status := computeStatus(db, o)
 	if !equality.Semantic.DeepEqual(status, db.Status) {

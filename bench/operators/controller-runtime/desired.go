@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +79,8 @@ type desired struct {
 	cm       *corev1.ConfigMap
 	services map[string]*corev1.Service
 	sts      *appsv1.StatefulSet
-	pdbObj   *policyv1.PodDisruptionBudget
+	// pdbs by name: `<name>` and, for engines that fail over (postgres), `<name>-primary`.
+	pdbs map[string]*policyv1.PodDisruptionBudget
 }
 
 func applyDefaults(db *Database) {
@@ -109,7 +111,7 @@ func newDesired(db *Database) (*desired, error) {
 	}
 	text := strings.ReplaceAll(string(raw), templates.Placeholders.Name, db.Name)
 	text = strings.ReplaceAll(text, templates.Placeholders.Namespace, db.Namespace)
-	d := &desired{db: db, services: map[string]*corev1.Service{}}
+	d := &desired{db: db, services: map[string]*corev1.Service{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}}
 	if err := json.Unmarshal([]byte(text), &d.tpl); err != nil {
 		return nil, err
 	}
@@ -139,8 +141,9 @@ func newDesired(db *Database) (*desired, error) {
 			d.sts = &appsv1.StatefulSet{}
 			err = json.Unmarshal(c, d.sts)
 		case "PodDisruptionBudget":
-			d.pdbObj = &policyv1.PodDisruptionBudget{}
-			err = json.Unmarshal(c, d.pdbObj)
+			p := &policyv1.PodDisruptionBudget{}
+			err = json.Unmarshal(c, p)
+			d.pdbs[p.Name] = p
 		}
 		if err != nil {
 			return nil, err
@@ -238,11 +241,40 @@ func scramVerifier(password string, salt []byte, iterations int) string {
 
 // roleVerifier: the salt derived from the Database's uid and the role, keyed by the password (opkit's
 // roleVerifier), so the same password gives the same verifier on every reconcile.
+// Verifiers already computed are remembered by their salt (bounded, the oldest first out), as opkit's
+// scram.ts does, so that both check a Secret's verifiers with the same work.
 func roleVerifier(password, databaseID, role string, iterations int) string {
 	h := hmac.New(sha256.New, []byte(password))
 	h.Write([]byte("opkit\x00" + databaseID + "\x00" + role))
-	return scramVerifier(password, h.Sum(nil)[:16], iterations)
+	salt := h.Sum(nil)[:16]
+	key := fmt.Sprintf("%d:%x", iterations, salt)
+	verifiersMu.Lock()
+	v, ok := verifiers[key]
+	verifiersMu.Unlock()
+	if ok {
+		return v
+	}
+	v = scramVerifier(password, salt, iterations)
+	verifiersMu.Lock()
+	defer verifiersMu.Unlock()
+	if _, ok := verifiers[key]; !ok {
+		if len(verifierOrder) >= verifiersLimit {
+			delete(verifiers, verifierOrder[0])
+			verifierOrder = verifierOrder[1:]
+		}
+		verifiers[key] = v
+		verifierOrder = append(verifierOrder, key)
+	}
+	return v
 }
+
+const verifiersLimit = 16384
+
+var (
+	verifiersMu   sync.Mutex
+	verifiers     = map[string]string{}
+	verifierOrder []string
+)
 
 // derive sets the derived keys (SCRAM verifiers) from the Secret's usernames and passwords.
 func (d *desired) derive(data map[string][]byte) {
@@ -274,9 +306,11 @@ func (d *desired) readOnlyService() *corev1.Service {
 	}
 	return nil
 }
-func (d *desired) podDisruptionBudget() *policyv1.PodDisruptionBudget {
-	if d.pdbObj == nil {
-		return nil
+
+// podDisruptionBudget: the desired PDB of that name (`<name>`, `<name>-primary`), nil when none.
+func (d *desired) podDisruptionBudget(name string) *policyv1.PodDisruptionBudget {
+	if p, ok := d.pdbs[name]; ok {
+		return p.DeepCopy()
 	}
-	return d.pdbObj.DeepCopy()
+	return nil
 }

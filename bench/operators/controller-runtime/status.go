@@ -22,6 +22,8 @@ type observed struct {
 	failure         *failure
 	// targetPrimary: the designated primary of an engine with a cluster record (postgres), else "".
 	targetPrimary string
+	// instances: status.instances (engines with a cluster record), nil otherwise.
+	instances []InstanceStatus
 }
 
 type failure struct {
@@ -64,7 +66,37 @@ func replicasOf(db *Database) int32 {
 	return 1
 }
 
+// readyCount: an engine with a cluster record counts its instances' pods as they are now (the
+// StatefulSet's readyReplicas lags), like opkit; otherwise the StatefulSet's.
+func readyCount(o *observed) int32 {
+	if o.instances != nil {
+		n := int32(0)
+		for _, i := range o.instances {
+			if i.Ready {
+				n++
+			}
+		}
+		return n
+	}
+	if o.statefulSet == nil {
+		return 0
+	}
+	return o.statefulSet.Status.ReadyReplicas
+}
+
+// decidePhase names the instances that are not ready, and why, unless Running, Failed or Deleting.
 func decidePhase(db *Database, prev *DatabaseStatus, o *observed) phaseDecision {
+	d := decideBasePhase(db, prev, o)
+	if d.phase == "Running" || d.phase == "Failed" || d.phase == "Deleting" {
+		return d
+	}
+	if down := describeNotReady(o.instances); down != "" {
+		d.message += "; " + down
+	}
+	return d
+}
+
+func decideBasePhase(db *Database, prev *DatabaseStatus, o *observed) phaseDecision {
 	want := replicasOf(db)
 	sts := o.statefulSet
 	if db.DeletionTimestamp != nil {
@@ -81,7 +113,7 @@ func decidePhase(db *Database, prev *DatabaseStatus, o *observed) phaseDecision 
 		return phaseDecision{"Pending", "Pending", "the StatefulSet does not exist yet"}
 	}
 	st := sts.Status
-	ready := st.ReadyReplicas
+	ready := readyCount(o)
 	synced := st.ObservedGeneration >= sts.Generation && st.ObservedGeneration > 0
 	rolled := st.CurrentRevision != "" && st.CurrentRevision == st.UpdateRevision
 	specReplicas := int32(1)
@@ -116,10 +148,11 @@ func computeStatus(db *Database, o *observed) DatabaseStatus {
 	want := replicasOf(db)
 	status := *prev.DeepCopyForStatus()
 	status.Phase = d.phase
-	var replicas, ready int32
+	var replicas int32
 	if o.statefulSet != nil {
-		replicas, ready = o.statefulSet.Status.Replicas, o.statefulSet.Status.ReadyReplicas
+		replicas = o.statefulSet.Status.Replicas
 	}
+	ready := readyCount(o)
 	status.Replicas = &replicas
 	status.ReadyReplicas = &ready
 	status.CurrentPrimary = ""
@@ -137,6 +170,13 @@ func computeStatus(db *Database, o *observed) DatabaseStatus {
 	// Like opkit's cluster record: the system identifier stays as recorded (the peer reads no reports).
 	if o.targetPrimary != "" {
 		status.TargetPrimary = o.targetPrimary
+		status.ReplicationMode = "Asynchronous"
+		if db.Spec.SynchronousReplicas != nil && *db.Spec.SynchronousReplicas > 0 {
+			status.ReplicationMode = fmt.Sprintf("Synchronous (ANY %d)", *db.Spec.SynchronousReplicas)
+		}
+	}
+	if o.instances != nil {
+		status.Instances = o.instances
 	}
 	if o.endpoints != nil {
 		status.Endpoints = o.endpoints

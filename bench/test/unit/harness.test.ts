@@ -219,10 +219,10 @@ test('what a peer does not do yet is a named known difference, not a child diffe
   assert.match(Object.keys(r.knownDiffs)[0]!, /no TLS Secrets yet/);
   // For an implementation that makes them, the same gap is a child difference.
   assert.equal(compareSnapshots('opkit', ref, 'floor', other, [tls]).childDiffs.length, 1);
-  // Now every implementation makes them: not a known difference any more (only the primary's PDB is).
+  // Now every implementation makes them and the primary's PDB: no known difference left.
   assert.deepEqual(
     KNOWN_DIFFERENCES.map((d) => d.id),
-    ['primary-pdb'],
+    [],
   );
   assert.equal(compareSnapshots('opkit', ref, 'client-node', other).childDiffs.length, 1);
 });

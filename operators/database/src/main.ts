@@ -46,6 +46,8 @@ export interface OperatorOptions {
   maxConcurrentReconciles?: number;
   /** How often every cached object is delivered again (a safety net for missed events), ms; 0: never. */
   syncPeriodMs?: number;
+  /** How often the primary of a postgres Database is asked about its replicas, ms (default 30 s); 0: never. */
+  replicationPollMs?: number;
   /** Client-side throttling of API requests (not watches); off when absent (Priority and Fairness). */
   kubeApi?: { qps: number; burst?: number };
   logLevel?: LogLevel;
@@ -72,6 +74,9 @@ export const USAGE = `Usage: node src/main.ts [flags]
   --health-probe-bind-address ADDR     /healthz and /readyz address (default :8081, "0" disables)
   --max-concurrent-reconciles N        Databases reconciled in parallel (default 2)
   --sync-period DURATION               reconcile every Database again this often, e.g. 10h, 30m (default ${DEFAULT_SYNC_PERIOD}; 0 never)
+  --replication-poll-interval DURATION how often the primary of a postgres Database is asked about its
+                                       replicas (status.instances lag, the lag metrics), e.g. 30s (default
+                                       30s; 0 never)
   --kube-api-qps QPS                   client-side limit of API requests per second, watches excepted
                                        (default 0: none, the API server's Priority and Fairness protects it)
   --kube-api-burst N                   requests at once above --kube-api-qps (default: the qps, rounded up)
@@ -103,6 +108,7 @@ export function parseOptions(
       'health-probe-bind-address': { type: 'string' },
       'max-concurrent-reconciles': { type: 'string' },
       'sync-period': { type: 'string' },
+      'replication-poll-interval': { type: 'string' },
       'kube-api-qps': { type: 'string' },
       'kube-api-burst': { type: 'string' },
       'log-level': { type: 'string' },
@@ -122,6 +128,13 @@ export function parseOptions(
   } catch (err) {
     throw new Error(`--sync-period: ${err instanceof Error ? err.message : String(err)}`);
   }
+  const replicationPoll = values['replication-poll-interval'] ?? env.REPLICATION_POLL_INTERVAL;
+  let replicationPollMs: number | undefined;
+  try {
+    if (replicationPoll !== undefined) replicationPollMs = parseDuration(replicationPoll);
+  } catch (err) {
+    throw new Error(`--replication-poll-interval: ${err instanceof Error ? err.message : String(err)}`);
+  }
   const kubeApi = kubeApiLimit(
     values['kube-api-qps'] ?? env.KUBE_API_QPS,
     values['kube-api-burst'] ?? env.KUBE_API_BURST,
@@ -139,6 +152,7 @@ export function parseOptions(
     logLevel: logLevel as LogLevel,
   };
   if (kubeApi) opts.kubeApi = kubeApi;
+  if (replicationPollMs !== undefined) opts.replicationPollMs = replicationPollMs;
   const kubeconfig = values.kubeconfig;
   if (kubeconfig) opts.kubeconfig = kubeconfig;
   if (values.context) opts.context = values.context;
@@ -208,6 +222,7 @@ export async function runOperator(opts: OperatorOptions = {}): Promise<void> {
   setupDatabaseController(mgr, {
     ...(opts.maxConcurrentReconciles ? { maxConcurrentReconciles: opts.maxConcurrentReconciles } : {}),
     ...(exec ? { exec } : {}),
+    ...(opts.replicationPollMs !== undefined ? { replicationPollMs: opts.replicationPollMs } : {}),
   });
   logger.info(
     {

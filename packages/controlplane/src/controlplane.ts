@@ -57,6 +57,8 @@ export interface StartOptions {
   apiServerArgs?: string[];
   etcdArgs?: string[];
   controllerManagerArgs?: string[];
+  /** Extra kube-scheduler flags, e.g. ['--v=3'] (its informers' list and watch calls in its log). */
+  schedulerArgs?: string[];
   /** Build the binaries when they are not cached yet (default true). */
   install?: boolean;
   /** Progress lines; silent by default. */
@@ -247,7 +249,13 @@ export async function start(opts: StartOptions = {}): Promise<ControlPlane> {
           extraArgs: opts.controllerManagerArgs,
         }),
       );
-      processes.push(await startScheduler({ ...common, binary: inst.binaries['kube-scheduler'] }));
+      processes.push(
+        await startScheduler({
+          ...common,
+          binary: inst.binaries['kube-scheduler'],
+          extraArgs: opts.schedulerArgs,
+        }),
+      );
       processes.push(
         startKwok({ ...common, binary: inst.binaries.kwok, stages: inst.kwokStages, podCidr: POD_CIDR }),
       );

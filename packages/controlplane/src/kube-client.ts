@@ -1,6 +1,7 @@
 /**
  * The control plane's own small HTTPS client for the API server (readiness, nodes, storage).
- * It deliberately does not depend on @opkit/runtime: the runtime's tests depend on this package.
+ * It deliberately does not use @opkit/runtime's client: the runtime's tests depend on this package (of
+ * the runtime, only its leaf module @opkit/runtime/pki is used here: pki.ts).
  */
 import { Agent, request } from 'node:https';
 

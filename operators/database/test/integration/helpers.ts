@@ -126,12 +126,27 @@ export function testLogger(name: string): Logger {
 /** Runs the operator in this process until stop(). */
 export function startOperator(
   cluster: Cluster,
-  opts: { client?: Client; name?: string; namespace?: string } = {},
-): { stop(): Promise<void> } {
+  opts: {
+    client?: Client;
+    name?: string;
+    namespace?: string;
+    /** --replication-poll-interval in ms (the operator's default: 30 s). */
+    replicationPollMs?: number;
+    /** Serve /metrics on a free loopback port (metricsAddress resolves to it). */
+    metrics?: boolean;
+  } = {},
+): { stop(): Promise<void>; metricsAddress: Promise<string | undefined> } {
   const ac = new AbortController();
+  let started: (address: string | undefined) => void = () => {};
+  const metricsAddress = new Promise<string | undefined>((resolve) => {
+    started = resolve;
+  });
   const run = runOperator({
     ...(opts.client ? { client: opts.client } : { kubeconfig: cluster.kubeconfig }),
     ...(opts.namespace ? { namespace: opts.namespace } : {}),
+    ...(opts.replicationPollMs !== undefined ? { replicationPollMs: opts.replicationPollMs } : {}),
+    ...(opts.metrics ? { metricsBindAddress: '127.0.0.1:0' } : {}),
+    onStarted: (info) => started(info.metricsAddress),
     signal: ac.signal,
     logger: testLogger(opts.name ?? 'operator'),
     leaderElect: false,
@@ -140,6 +155,7 @@ export function startOperator(
     process.stderr.write(`operator failed: ${String(err)}\n`);
   });
   return {
+    metricsAddress,
     async stop() {
       ac.abort();
       await run.catch(() => {});

@@ -1,5 +1,6 @@
 /**
- * Helpers of the PostgreSQL tests on real pods (postgres-pods*.test.ts): kubectl against the test's
+ * Helpers of the PostgreSQL tests on real pods (postgres-pods*.test.ts, postgres-tls-pods.test.ts): their
+ * set-up (a cluster with a real node, the namespace, the operator; a Database Running), kubectl against the test's
  * cluster, psql in a pod (the application user over TCP, the superuser over the local socket), what to
  * print when a wait fails, and a sampler of the pods' readiness and restarts.
  *
@@ -8,8 +9,17 @@
  * password scan of postgres-pods-credentials.test.ts finds only what the operator put somewhere.
  */
 import { spawnSync } from 'node:child_process';
+import { POSTGRES_IMAGE } from '@opkit/controlplane';
 import { type Pod, Pods, Secrets } from '@opkit/runtime';
-import type { Cluster } from './helpers.ts';
+import { type Database, Databases } from '../../src/api/v1/database.ts';
+import {
+  type Cluster,
+  createNamespace,
+  sample,
+  startCluster,
+  startOperator,
+  waitForPhase,
+} from './helpers.ts';
 
 export type Kubectl = (
   args: string[],
@@ -31,10 +41,70 @@ export function kubectlFor(cluster: Cluster): Kubectl {
 /** The pods, their description and the last log lines of `pods`: what to print when a wait fails. */
 export function diagnose(kubectl: Kubectl, ns: string, pods: string[]): string {
   return [
-    kubectl(['get', 'pods,pvc,svc,endpoints', '-n', ns, '-o', 'wide']).out,
+    kubectl(['get', 'pods,pvc,secrets,svc,endpoints', '-n', ns, '-o', 'wide']).out,
     kubectl(['describe', 'pods', '-n', ns]).out.slice(-6000),
     ...pods.map((p) => kubectl(['logs', '-n', ns, p, '--all-containers', '--tail', '40']).out),
   ].join('\n');
+}
+
+/** What a real-pod test runs on: its cluster, kubectl against it, and stop() (the operator, then the cluster). */
+export interface PgPods {
+  cluster: Cluster;
+  kubectl: Kubectl;
+  /** The operator's /metrics address, when started with `metrics`. */
+  metricsAddress: Promise<string | undefined>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The before hook of every real-pod test: a cluster with a kwok node and a real node (the PostgreSQL image
+ * loaded), namespace `ns`, and the operator in this process.
+ */
+export async function startPgPods(
+  ns: string,
+  operatorName = 'pg-operator',
+  operatorOpts: { replicationPollMs?: number; metrics?: boolean } = {},
+): Promise<PgPods> {
+  const cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
+  let operator: ReturnType<typeof startOperator> | undefined;
+  try {
+    await createNamespace(cluster.client, ns);
+    operator = startOperator(cluster, { name: operatorName, ...operatorOpts });
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  return {
+    cluster,
+    kubectl: kubectlFor(cluster),
+    metricsAddress: operator.metricsAddress,
+    async stop() {
+      await operator?.stop();
+      await cluster.stop();
+    },
+  };
+}
+
+/**
+ * Creates PostgreSQL 15 Database `name` in `ns` on the local image with 1Gi (`spec` on top) and waits until
+ * it is Running; when it does not get there, the error carries diagnose() of its pods.
+ */
+export async function runningPgDatabase(
+  pg: PgPods,
+  ns: string,
+  name: string,
+  spec: Partial<Database['spec']> & { replicas: number },
+): Promise<Database> {
+  await pg.cluster.client.create(
+    Databases.resource,
+    sample(ns, name, { engine: 'postgres', version: '15', storage: '1Gi', image: POSTGRES_IMAGE, ...spec }),
+  );
+  try {
+    return await waitForPhase(pg.cluster.client, ns, name, 'Running', 600_000);
+  } catch (err) {
+    const pods = Array.from({ length: spec.replicas }, (_, i) => `${name}-${i}`);
+    throw new Error(`${(err as Error).message}\n${diagnose(pg.kubectl, ns, pods)}`);
+  }
 }
 
 /** A key of the credentials Secret, decoded. */

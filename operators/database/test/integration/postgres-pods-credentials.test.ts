@@ -15,25 +15,17 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { POSTGRES_IMAGE } from '@opkit/controlplane';
 import { Pods, Secrets } from '@opkit/runtime';
-import { Databases } from '../../src/api/v1/database.ts';
-import {
-  type Cluster,
-  createNamespace,
-  eventually,
-  sample,
-  startCluster,
-  startOperator,
-  waitForPhase,
-} from './helpers.ts';
+import { type Cluster, eventually } from './helpers.ts';
 import {
   appPsql,
   diagnose,
   type Kubectl,
-  kubectlFor,
+  type PgPods,
+  runningPgDatabase,
   samplePods,
   secretValue,
+  startPgPods,
   throughService,
 } from './pg-pods.ts';
 
@@ -43,34 +35,18 @@ const PODS = [`${NAME}-0`, `${NAME}-1`];
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
 
 describe('PostgreSQL on real pods: credentials', { timeout: 1_200_000, skip: needsRoot }, () => {
+  let pg: PgPods;
   let cluster: Cluster;
   let kubectl: Kubectl;
-  let operator: { stop(): Promise<void> } | undefined;
   /** Every password value the Secret held during the test. */
   const passwords = new Set<string>();
   const psql = (from: string, host: string, sql: string, password?: string) =>
     appPsql(cluster, kubectl, NS, NAME, from, host, sql, password);
 
   before(async () => {
-    cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
-    kubectl = kubectlFor(cluster);
-    await createNamespace(cluster.client, NS);
-    operator = startOperator(cluster, { name: 'pg-operator' });
-    await cluster.client.create(
-      Databases.resource,
-      sample(NS, NAME, {
-        engine: 'postgres',
-        version: '15',
-        storage: '1Gi',
-        replicas: 2,
-        image: POSTGRES_IMAGE,
-      }),
-    );
-    try {
-      await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${diagnose(kubectl, NS, PODS)}`);
-    }
+    pg = await startPgPods(NS);
+    ({ cluster, kubectl } = pg);
+    await runningPgDatabase(pg, NS, NAME, { replicas: 2 });
     for (const k of ['admin-password', 'app-password', 'replication-password'])
       passwords.add(await secretValue(cluster, NS, NAME, k));
     await throughService(() =>
@@ -78,8 +54,7 @@ describe('PostgreSQL on real pods: credentials', { timeout: 1_200_000, skip: nee
     );
   });
   after(async () => {
-    await operator?.stop();
-    await cluster?.stop();
+    await pg?.stop();
   });
 
   test('the application password rotated in the Secret: new logs in, old does not, no restart, Ready throughout', async (t) => {

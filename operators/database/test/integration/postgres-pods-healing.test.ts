@@ -12,22 +12,19 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { POSTGRES_IMAGE } from '@opkit/controlplane';
 import { type Event, findCondition } from '@opkit/runtime';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
+import { type Cluster, eventsFor, eventually, getDb, recordDatabases, waitForPhase } from './helpers.ts';
 import {
-  type Cluster,
-  createNamespace,
-  eventsFor,
-  eventually,
-  getDb,
-  recordDatabases,
-  sample,
-  startCluster,
-  startOperator,
-  waitForPhase,
-} from './helpers.ts';
-import { appPsql, diagnose, type Kubectl, kubectlFor, superSql, throughService } from './pg-pods.ts';
+  appPsql,
+  diagnose,
+  type Kubectl,
+  type PgPods,
+  runningPgDatabase,
+  startPgPods,
+  superSql,
+  throughService,
+} from './pg-pods.ts';
 
 const NS = 'pgheal';
 const NAME = 'pg';
@@ -40,9 +37,9 @@ const instance = (db: Database | undefined, pod: string): Instance | undefined =
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
 describe('PostgreSQL on real pods: replication that heals', { timeout: 1_800_000, skip: needsRoot }, () => {
+  let pg: PgPods;
   let cluster: Cluster;
   let kubectl: Kubectl;
-  let operator: { stop(): Promise<void> } | undefined;
   const psql = (from: string, host: string, sql: string) =>
     appPsql(cluster, kubectl, NS, NAME, from, host, sql);
   const headless = (pod: string) => `${pod}.${NAME}-headless`;
@@ -78,31 +75,20 @@ describe('PostgreSQL on real pods: replication that heals', { timeout: 1_800_000
     );
 
   before(async () => {
-    cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
-    kubectl = kubectlFor(cluster);
-    await createNamespace(cluster.client, NS);
-    operator = startOperator(cluster, { name: 'pg-operator' });
+    pg = await startPgPods(NS);
+    ({ cluster, kubectl } = pg);
     const started = Date.now();
-    await cluster.client.create(
-      Databases.resource,
-      sample(NS, NAME, {
-        engine: 'postgres',
-        version: '15',
-        storage: '1Gi',
-        replicas: 3,
-        image: POSTGRES_IMAGE,
-        parameters: { max_slot_wal_keep_size: '32MB', wal_keep_size: '16MB' },
-      }),
-    );
-    await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000).catch(fail);
+    await runningPgDatabase(pg, NS, NAME, {
+      replicas: 3,
+      parameters: { max_slot_wal_keep_size: '32MB', wal_keep_size: '16MB' },
+    });
     process.stderr.write(`# 3 instances Running in ${seconds(Date.now() - started)}\n`);
     await throughService(() =>
       psql(PODS[1]!, NAME, 'CREATE TABLE t (v text); INSERT INTO t VALUES ($$first$$)'),
     );
   });
   after(async () => {
-    await operator?.stop();
-    await cluster?.stop();
+    await pg?.stop();
   });
 
   test('a replica down while the primary writes WAL past the bound: cloned again, streams, Ready; status and Events say so', async (t) => {

@@ -12,39 +12,30 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
-import { Databases } from '../../src/api/v1/database.ts';
-import {
-  type Cluster,
-  createNamespace,
-  eventsFor,
-  eventually,
-  getDb,
-  recordDatabases,
-  sample,
-  startCluster,
-  startOperator,
-  waitForPhase,
-} from './helpers.ts';
+import { type Database, Databases } from '../../src/api/v1/database.ts';
+import { type Cluster, eventsFor, eventually, getDb, recordDatabases } from './helpers.ts';
 import {
   appPsql,
   diagnose as diagnosePods,
   type Kubectl,
-  kubectlFor,
+  type PgPods,
   type PodSample,
   rolloutOrder,
+  runningPgDatabase,
   samplePods,
+  startPgPods,
   throughService,
 } from './pg-pods.ts';
 
 const NS = 'pgpods';
+const POLL_MS = 3_000;
 const NAME = 'pg';
 // Real nodes need root (network namespaces, mounts, cgroups): elsewhere these tests are skipped, saying why.
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
 
 describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () => {
+  let pg: PgPods;
   let cluster: Cluster;
-  let operator: { stop(): Promise<void> } | undefined;
-
   let kubectl: Kubectl;
   /** What to print when a wait fails: the pods, their description and logs. */
   const diagnose = (): string =>
@@ -58,33 +49,16 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     appPsql(cluster, kubectl, NS, NAME, from, host, sql);
 
   before(async () => {
-    cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
-    kubectl = kubectlFor(cluster);
-    await createNamespace(cluster.client, NS);
-    operator = startOperator(cluster, { name: 'pg-operator' });
+    // A short replication poll (the default is 30 s), so that the status test sees several polls.
+    pg = await startPgPods(NS, 'pg-operator', { replicationPollMs: POLL_MS, metrics: true });
+    ({ cluster, kubectl } = pg);
   });
   after(async () => {
-    await operator?.stop();
-    await cluster?.stop();
+    await pg?.stop();
   });
 
   test('a 3-instance PostgreSQL 15 Database runs 3/3 streaming; a row written via rw is read via ro', async () => {
-    await cluster.client.create(
-      Databases.resource,
-      sample(NS, NAME, {
-        engine: 'postgres',
-        version: '15',
-        storage: '1Gi',
-        replicas: 3,
-        image: POSTGRES_IMAGE,
-      }),
-    );
-    let db: Awaited<ReturnType<typeof waitForPhase>>;
-    try {
-      db = await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${diagnose()}`);
-    }
+    const db = await runningPgDatabase(pg, NS, NAME, { replicas: 3 });
     assert.equal(db.status?.readyReplicas, 3);
     assert.match(String(db.status?.systemIdentifier ?? ''), /^\d+$/, 'the cluster identity is recorded');
 
@@ -112,6 +86,107 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
       'ro reaches a replica',
     );
   });
+  test('status.instances after the writes: replicas streaming, 0 bytes behind, timeline 1; the status then stays put', async (t) => {
+    const want = [
+      { name: `${NAME}-0`, role: 'primary', ready: true, timeline: 1 },
+      {
+        name: `${NAME}-1`,
+        role: 'replica',
+        ready: true,
+        streaming: true,
+        lagBytes: 0,
+        lagSeconds: 0,
+        timeline: 1,
+      },
+      {
+        name: `${NAME}-2`,
+        role: 'replica',
+        ready: true,
+        streaming: true,
+        lagBytes: 0,
+        lagSeconds: 0,
+        timeline: 1,
+      },
+    ];
+    const view = (db: Awaited<ReturnType<typeof getDb>>) =>
+      (db.status?.instances ?? []).map((i) => ({
+        name: i.name,
+        role: i.role,
+        ready: i.ready,
+        ...(i.streaming !== undefined ? { streaming: i.streaming } : {}),
+        ...(i.lagBytes !== undefined ? { lagBytes: i.lagBytes } : {}),
+        ...(i.lagSeconds !== undefined ? { lagSeconds: i.lagSeconds } : {}),
+        ...(i.timeline !== undefined ? { timeline: i.timeline } : {}),
+      }));
+    let last: unknown;
+    // A generous safety bound: a poll every 3 s.
+    await eventually(
+      'status.instances with the replicas streaming and caught up',
+      async () => {
+        last = view(await getDb(cluster.client, NS, NAME));
+        return JSON.stringify(last) === JSON.stringify(want) ? true : undefined;
+      },
+      60_000,
+      500,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+    });
+    // Quiet now: several polls later, not one status write for the replication. A readiness probe timing
+    // out on this loaded node does change the status (an instance not ready for a moment): such writes are
+    // told apart, and nothing else may write.
+    const rec = recordDatabases(cluster.client, NS);
+    const before = await getDb(cluster.client, NS, NAME);
+    await new Promise((r) => setTimeout(r, 3 * POLL_MS + 1000));
+    const after = await getDb(cluster.client, NS, NAME);
+    rec.stop();
+    const written = rec.seen.filter(
+      (d) =>
+        d.metadata.name === NAME &&
+        BigInt(d.metadata.resourceVersion ?? '0') > BigInt(before.metadata.resourceVersion ?? '0'),
+    );
+    const lagView = (d: typeof before) =>
+      JSON.stringify(
+        (d.status?.instances ?? []).map((i) => [i.name, i.streaming, i.lagBytes, i.lagSeconds, i.timeline]),
+      );
+    for (const d of written)
+      assert.equal(lagView(d), lagView(before), 'the replication fields never changed');
+    if (written.length > 0) {
+      const flap = written.some(
+        (d) =>
+          (d.status?.instances ?? []).some((i) => !i.ready) ||
+          d.status?.conditions?.some((c) => c.type === 'Ready' && c.status !== 'True'),
+      );
+      t.diagnostic(
+        `${written.length} write(s) in the quiet window: ${written.map((d) => JSON.stringify(d.status?.instances?.map((i) => [i.name, i.ready, i.reason]))).join('; ')}`,
+      );
+      assert.ok(
+        flap,
+        `the status was written while nothing changed: ${JSON.stringify(written.map((d) => d.status))}`,
+      );
+    } else {
+      assert.equal(after.metadata.resourceVersion, before.metadata.resourceVersion);
+    }
+    // The operator's /metrics: the exact lag of each replica.
+    const address = await pg.metricsAddress;
+    assert.ok(address, 'the operator serves /metrics');
+    const metrics = await (await fetch(`http://${address}/metrics`)).text();
+    for (const pod of [`${NAME}-1`, `${NAME}-2`]) {
+      assert.match(
+        metrics,
+        new RegExp(
+          `^database_replication_lag_bytes\\{namespace="${NS}",database="${NAME}",pod="${pod}"\\} 0$`,
+          'm',
+        ),
+      );
+    }
+    assert.doesNotMatch(metrics, new RegExp(`database_replication_lag_bytes\\{[^}]*pod="${NAME}-0"`));
+    // kubectl get db -o wide: how commits are confirmed, and the Ready message.
+    const wide = kubectl(['get', 'db', NAME, '-n', NS, '-o', 'wide']);
+    assert.equal(wide.code, 0, wide.out);
+    assert.match(wide.stdout, /REPLICATION\s+MESSAGE/);
+    assert.match(wide.stdout, new RegExp(`^${NAME}\\s.*Running.*Asynchronous\\s+3/3 replicas ready`, 'm'));
+  });
+
   test("pod 0's PVC and pod deleted: it comes back as a replica cloned from the current primary", async () => {
     // A switchover to pg-1 (the annotation the operator consumes), then pg-0 loses its volume.
     const before = await getDb(cluster.client, NS, NAME);
@@ -154,7 +229,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     const oldUid = kubectl(['get', 'pod', '-n', NS, `${NAME}-0`, '-o', 'jsonpath={.metadata.uid}']).out;
     assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${NAME}-0`, '--wait=false']).code, 0);
     assert.equal(kubectl(['delete', 'pod', '-n', NS, `${NAME}-0`, '--wait=false']).code, 0);
-    let db: Awaited<ReturnType<typeof waitForPhase>>;
+    let db: Database;
     try {
       db = await eventually(
         'pg-0 back as a replica, 3/3 Running',
@@ -344,7 +419,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     const lost = before.status?.targetPrimary ?? `${NAME}-1`;
     assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${lost}`, '--wait=false']).code, 0);
     assert.equal(kubectl(['delete', 'pod', '-n', NS, lost, '--wait=false']).code, 0);
-    let db: Awaited<ReturnType<typeof waitForPhase>>;
+    let db: Database;
     try {
       db = await eventually(
         `a failover away from ${lost}, then Running 3/3`,

@@ -8,42 +8,28 @@
  * and serves it.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { POSTGRES_IMAGE } from '@opkit/controlplane';
 import { type Pod, Pods } from '@opkit/runtime';
 import { Databases } from '../../src/api/v1/database.ts';
+import { type Cluster, eventually } from './helpers.ts';
 import {
-  type Cluster,
-  createNamespace,
-  eventually,
-  sample,
-  startCluster,
-  startOperator,
-  waitForPhase,
-} from './helpers.ts';
+  diagnose as diagnosePods,
+  type Kubectl,
+  type PgPods,
+  runningPgDatabase,
+  startPgPods,
+} from './pg-pods.ts';
 
 const NS = 'pgtls';
 const NAME = 'tlsdb';
 const needsRoot = process.getuid?.() === 0 ? false : 'real nodes need root';
 
 describe('PostgreSQL TLS on real pods', { timeout: 900_000, skip: needsRoot }, () => {
+  let pg: PgPods;
   let cluster: Cluster;
-  let operator: { stop(): Promise<void> } | undefined;
-
-  const kubectl = (args: string[], timeoutMs = 60_000) => {
-    const r = spawnSync('kubectl', ['--kubeconfig', cluster.kubeconfig, ...args], {
-      encoding: 'utf8',
-      timeout: timeoutMs,
-    });
-    return { code: r.status ?? -1, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
-  };
-  const diagnose = (): string =>
-    [
-      kubectl(['get', 'pods,secrets,svc,endpoints', '-n', NS, '-o', 'wide']).out,
-      kubectl(['describe', 'pods', '-n', NS]).out.slice(-6000),
-      kubectl(['logs', '-n', NS, `${NAME}-0`, '--all-containers', '--tail', '60']).out,
-    ].join('\n');
+  let kubectl: Kubectl;
+  const diagnose = (): string => diagnosePods(kubectl, NS, [`${NAME}-0`, `${NAME}-1`]);
 
   /** An application pod: libpq's env from the app Secret, its ca.crt mounted; prints what psql prints. */
   const appPod = (
@@ -112,31 +98,15 @@ describe('PostgreSQL TLS on real pods', { timeout: 900_000, skip: needsRoot }, (
   };
 
   before(async () => {
-    cluster = await startCluster({ nodes: 1, realNodes: 1, images: [POSTGRES_IMAGE] });
-    await createNamespace(cluster.client, NS);
-    operator = startOperator(cluster, { name: 'pgtls-operator' });
+    pg = await startPgPods(NS, 'pgtls-operator');
+    ({ cluster, kubectl } = pg);
   });
   after(async () => {
-    await operator?.stop();
-    await cluster?.stop();
+    await pg?.stop();
   });
 
   test('an application pod connects with verify-full through the read-write Service using the app Secret', async () => {
-    await cluster.client.create(
-      Databases.resource,
-      sample(NS, NAME, {
-        engine: 'postgres',
-        version: '15',
-        storage: '1Gi',
-        replicas: 1,
-        image: POSTGRES_IMAGE,
-      }),
-    );
-    try {
-      await waitForPhase(cluster.client, NS, NAME, 'Running', 600_000);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\n${diagnose()}`);
-    }
+    await runningPgDatabase(pg, NS, NAME, { replicas: 1 });
     // The key as the kubelet mounted it (defaultMode 0640, fsGroup 999): root's, the server's group.
     const mode = kubectl([
       'exec',

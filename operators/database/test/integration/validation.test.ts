@@ -218,4 +218,23 @@ describe('the Database CRD refuses bad input with the field and the value', { ti
       database('sync-ok', { replicas: 3, synchronousReplicas: 2, failoverDelay: 0 }) as never,
     );
   });
+
+  test('maxReplicaLag: a quantity over zero, postgres only, under its field', async () => {
+    only(
+      await create('lag-zero', { maxReplicaLag: '0' }),
+      'spec.maxReplicaLag',
+      /Forbidden: maxReplicaLag must be greater than zero/,
+    );
+    only(
+      await create('lag-mysql', { engine: 'mysql', version: '8.4', maxReplicaLag: '16Mi' }),
+      'spec.maxReplicaLag',
+      /Forbidden: maxReplicaLag is only supported for postgres/,
+    );
+    const bad = await create('lag-bad', { maxReplicaLag: 'lots' });
+    assert.ok(
+      bad.some((c) => c.field === 'spec.maxReplicaLag'),
+      JSON.stringify(bad),
+    );
+    await client.create(Databases.resource, database('lag-ok', { maxReplicaLag: '128Mi' }) as never);
+  });
 });

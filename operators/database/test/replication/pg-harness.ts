@@ -294,6 +294,7 @@ export class Cluster {
       DESIGNATION_FILE: join(inst.socketDir, 'primary'),
       PRIMARY_FILE: join(inst.root, 'cluster-primary'),
       PRIMARY_EPOCH_FILE: join(inst.root, 'cluster-primary-epoch'),
+      PRIMARY_WITHOUT_TLS_FILE: join(inst.root, 'cluster-primary-without-tls'),
     };
   }
 

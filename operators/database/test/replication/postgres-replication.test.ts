@@ -17,8 +17,10 @@ import {
 } from '../../src/controllers/database/desired/index.ts';
 import {
   POSTGRES_FILES,
+  parseReplication,
   postgresConf,
   postgresPreStopCommand,
+  replicationCommand,
   requiredEnv,
   slotName,
 } from '../../src/controllers/database/engines/index.ts';
@@ -83,6 +85,7 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
       'DESIGNATION_FILE',
       'PRIMARY_FILE',
       'PRIMARY_EPOCH_FILE',
+      'PRIMARY_WITHOUT_TLS_FILE',
     ];
     const harness = Object.keys(c.env(primary, record)).filter((k) => !overrides.includes(k));
     for (const v of harness) assert.ok(envOf('bootstrap').includes(v), `bootstrap lacks ${v}`);
@@ -154,6 +157,32 @@ describe('postgres: a new Database bootstrapped by instance.sh, streaming', { sk
     const write = await c.asApp(replica, "INSERT INTO orders VALUES (1000, 'nope')");
     assert.notEqual(write.code, 0);
     assert.match(write.stderr, /read-only transaction/);
+  });
+
+  test("the operator's replication poll on the primary: the replica streams, 0 bytes behind, timeline 1", async () => {
+    const ask = async (inst: Instance) => {
+      const r = await c.exec(inst, record, replicationCommand());
+      assert.equal(r.code, 0, r.stderr);
+      const s = parseReplication(r.stdout);
+      assert.ok(s, r.stdout);
+      return s;
+    };
+    let s = await ask(primary);
+    for (let i = 0; s.senders[0]?.lagBytes !== 0; i++) {
+      assert.ok(i < 100, `still behind: ${JSON.stringify(s.senders)}`);
+      await new Promise((res) => setTimeout(res, 100));
+      s = await ask(primary);
+    }
+    assert.equal(s.inRecovery, false);
+    assert.equal(s.timeline, 1);
+    assert.deepEqual(
+      s.senders.map((x) => [x.name, x.state, x.lagBytes]),
+      [[replica.pod, 'streaming', 0]],
+    );
+    assert.ok(s.senders[0] && s.senders[0].lagMs < 1000, `replay_lag ${s.senders[0]?.lagMs} ms`);
+    assert.deepEqual(s.slots, { [slotName(replica.pod)]: 'reserved' });
+    // Asked on the replica, it says so (the operator then uses nothing of it).
+    assert.equal((await ask(replica)).inRecovery, true);
   });
 
   test('no password on any volume or in any log: not in postgresql.auto.conf, nowhere in the data', async () => {

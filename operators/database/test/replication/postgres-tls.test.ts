@@ -4,10 +4,11 @@
  * them): an application connects with the `<name>-app` Secret's values, sslmode=verify-full against its
  * ca.crt and the read-write Service's name; without TLS nobody gets in, the superuser not over TCP at
  * all; replication streams over TLS, verified; a renewed certificate is served after the sidecar's
- * reload, without a restart.
+ * reload, without a restart; a primary without TLS (a pod from before TLS) is followed in plain text only
+ * when the operator named it (cluster-primary-without-tls).
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SECRET_KEYS, withDefaults } from '../../src/controllers/database/desired/index.ts';
@@ -198,5 +199,58 @@ describe('postgres: TLS by default, on real servers', { skip: skipReason }, () =
       'same server',
     );
     await c.streaming(primary, replica);
+  });
+
+  test('a primary without TLS (a pod from before TLS): a replica follows it in plain text only when the operator named it', async () => {
+    // The primary as the pods before TLS ran it: ssl off, and the pg_hba of then (host, not hostssl).
+    const hba = join(primary.paths.configDir, POSTGRES_FILES.hba);
+    const today = readFileSync(hba, 'utf8');
+    const writeHba = (text: string) => {
+      rmSync(hba, { force: true });
+      c.writeOwned(hba, text, 0o444);
+    };
+    // The ConfigMap's cluster-primary-without-tls, as the replica's pod mounts it.
+    const withoutTls = join(replica.root, 'cluster-primary-without-tls');
+    const designate = (pod: string | undefined) => {
+      rmSync(withoutTls, { force: true });
+      if (pod !== undefined) c.writeOwned(withoutTls, pod, 0o444);
+    };
+    await c.stop(replica);
+    writeHba(today.replace(/^hostssl/gm, 'host   '));
+    await c.sql(primary, 'ALTER SYSTEM SET ssl = off');
+    await c.sql(primary, 'SELECT pg_reload_conf()');
+    try {
+      assert.equal(await c.sql(primary, 'SHOW ssl'), 'off');
+      // No key (absent or empty), or a key naming another pod: verify-full, never a downgrade.
+      for (const named of [undefined, '', 'orders-2']) {
+        designate(named);
+        const r = await c.startRefused(replica, record, { REPAIR_WAIT_SECONDS: '5' });
+        assert.notEqual(r.code, 0, `no start without a verified primary (key ${JSON.stringify(named)})`);
+        assert.equal(c.report(replica).result, 'primary-unreachable', `${r.stdout}${r.stderr}`);
+        assert.match(`${r.stdout}${r.stderr}`, /SSL/);
+      }
+      // The operator saw the primary's pod without TLS and named it: the replica streams in plain text.
+      designate(primary.pod);
+      await c.start(replica, record);
+      await c.streaming(primary, replica);
+      assert.match(readFileSync(replica.log, 'utf8'), /runs without TLS .*sslmode=prefer/);
+      assert.match(c.report(replica).message ?? '', /sslmode=prefer/);
+      assert.match(await c.sql(replica, 'SELECT conninfo FROM pg_stat_wal_receiver'), /sslmode=prefer/);
+      const walsender = await c.sql(
+        primary,
+        `SELECT s.ssl FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid) WHERE r.application_name = '${replica.pod}'`,
+      );
+      assert.equal(walsender, 'f', 'plain text: what the primary without TLS offers');
+    } finally {
+      writeHba(today);
+      await c.sql(primary, 'ALTER SYSTEM RESET ssl');
+      await c.sql(primary, 'SELECT pg_reload_conf()');
+    }
+    // The primary serves TLS again and the key is cleared: the replica's next start verifies it.
+    designate('');
+    await c.stop(replica);
+    await c.start(replica, record);
+    await c.streaming(primary, replica);
+    assert.match(await c.sql(replica, 'SELECT conninfo FROM pg_stat_wal_receiver'), /sslmode=verify-full/);
   });
 });

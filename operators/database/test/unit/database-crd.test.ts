@@ -68,6 +68,11 @@ describe('Database CRD', () => {
       ['Timeline', '.status.timeline', 'integer'],
       ['Age', '.metadata.creationTimestamp', 'date'],
     ]);
+    const wide = cols.filter((c) => c.priority === 1).map((c) => [c.name, c.jsonPath, c.type]);
+    assert.deepEqual(wide, [
+      ['Replication', '.status.replicationMode', 'string'],
+      ['Message', '.status.conditions[?(@.type=="Ready")].message', 'string'],
+    ]);
   });
 
   test('spec: required fields, enums, defaults and bounds', () => {

@@ -14,6 +14,17 @@ describe('operator flags', () => {
     assert.throws(() => parseOptions(['--sync-period', '10'], {}), /--sync-period: invalid duration "10"/);
   });
 
+  it('polls replication at the controller default (30 s) unless told otherwise; 0 never', () => {
+    assert.equal(parseOptions([], {}).replicationPollMs, undefined);
+    assert.equal(parseOptions(['--replication-poll-interval', '10s'], {}).replicationPollMs, 10_000);
+    assert.equal(parseOptions([], { REPLICATION_POLL_INTERVAL: '1m' }).replicationPollMs, 60_000);
+    assert.equal(parseOptions(['--replication-poll-interval', '0'], {}).replicationPollMs, 0);
+    assert.throws(
+      () => parseOptions(['--replication-poll-interval', 'often'], {}),
+      /--replication-poll-interval: invalid duration "often"/,
+    );
+  });
+
   it('has no client-side rate limit unless --kube-api-qps is set', () => {
     assert.equal(parseOptions([], {}).kubeApi, undefined);
     assert.equal(parseOptions(['--kube-api-qps', '0'], {}).kubeApi, undefined);

@@ -13,6 +13,7 @@ import {
   observePostgres,
   parseInstanceReport,
   podReport,
+  postgresClusterData,
   postgresImageProblem,
 } from '../../src/controllers/database/engines/index.ts';
 import { type ReconcilerDeps, reconcileDatabase, roleChanges } from '../../src/controllers/database/index.ts';
@@ -26,7 +27,7 @@ const ID = '7312345678901234567';
 function pod(
   name: string,
   report: Record<string, string> | undefined,
-  opts: { refusedStart?: boolean } = {},
+  opts: { refusedStart?: boolean; withoutTls?: boolean } = {},
 ): Pod {
   const message = report
     ? Object.entries(report)
@@ -52,7 +53,11 @@ function pod(
         'app.kubernetes.io/name': 'postgres',
       },
     },
-    spec: { containers: [] },
+    // A pod of today's template mounts the server certificate; one from before TLS does not.
+    spec: {
+      containers: [],
+      ...(opts.withoutTls ? {} : { volumes: [{ name: 'tls', secret: { secretName: `${NAME}-server` } }] }),
+    },
     status: {
       phase: failed ? 'Pending' : 'Running',
       conditions: [{ type: 'Ready', status: failed ? 'False' : 'True' }],
@@ -118,6 +123,41 @@ describe('observePostgres', () => {
       pod('orders-2', { result: 'existing', 'system-identifier': '999' }),
     ]);
     assert.deepEqual(o.record, { primary: 'orders-2', systemIdentifier: ID });
+  });
+
+  it('names the primary when its live pod runs without TLS (a pod from before TLS), only the primary', () => {
+    const prev = { targetPrimary: 'orders-0', systemIdentifier: ID };
+    const old = pod('orders-0', { result: 'existing', 'system-identifier': ID }, { withoutTls: true });
+    const updated = pod('orders-1', { result: 'existing', 'system-identifier': ID });
+    assert.equal(observePostgres(db, prev, [old, updated]).record.primaryWithoutTls, 'orders-0');
+    // The primary serves TLS, an old replica does not: nothing is relaxed.
+    const oldReplica = pod('orders-1', { result: 'existing', 'system-identifier': ID }, { withoutTls: true });
+    const tlsPrimary = pod('orders-0', { result: 'existing', 'system-identifier': ID });
+    assert.equal(observePostgres(db, prev, [tlsPrimary, oldReplica]).record.primaryWithoutTls, undefined);
+    // Not seen, or on its way out: strict (verify-full).
+    assert.equal(observePostgres(db, prev, [updated]).record.primaryWithoutTls, undefined);
+    const deleting = { ...old, metadata: { ...old.metadata, deletionTimestamp: '2025-01-01T00:00:00Z' } };
+    assert.equal(observePostgres(db, prev, [deleting]).record.primaryWithoutTls, undefined);
+    // After a switchover to an updated replica, the old pod is no longer the primary: strict again.
+    const moved = observePostgres(db, { ...prev, targetPrimary: 'orders-1' }, [old, updated]);
+    assert.equal(moved.record.primaryWithoutTls, undefined);
+  });
+
+  it('the pods are told the primary without TLS only while it is designated, never during a failover', () => {
+    const d = Databases.applyDefaults({
+      apiVersion: 'myapp.example.com/v1',
+      kind: 'Database',
+      metadata: { name: NAME, namespace: NS },
+      spec: { engine: 'postgres', version: '16', storage: '1Gi', replicas: 2 },
+    } as Database);
+    const key = 'cluster-primary-without-tls';
+    assert.equal(postgresClusterData(d)[key], '');
+    assert.equal(
+      postgresClusterData(d, { primary: 'orders-0', primaryWithoutTls: 'orders-0' })[key],
+      'orders-0',
+    );
+    const fenced = { primary: 'orders-0', primaryWithoutTls: 'orders-0', fenced: true };
+    assert.equal(postgresClusterData(d, fenced)[key], '');
   });
 
   it('the primary lost its volume while replicas hold the data: Failed PrimaryDataLost naming them', () => {
@@ -224,6 +264,27 @@ describe('reconcile: the cluster record in the status and the ConfigMap', () => 
     assert.equal(stored().status?.systemIdentifier, ID);
     assert.equal(cm()?.data?.['cluster-system-identifier'], ID);
     assert.ok(client.getStored(StatefulSets, key));
+  });
+
+  it('a primary pod without TLS: the ConfigMap names it for its replicas, with an Event; empty once it serves TLS', async () => {
+    client.setStored(
+      Pods,
+      pod('orders-0', { result: 'initialized', 'system-identifier': ID }, { withoutTls: true }),
+    );
+    await reconcile();
+    assert.equal(cm()?.data?.['cluster-primary-without-tls'], 'orders-0');
+    const events = (deps.recorder as FakeRecorder).events.filter((e) => e.reason === 'PrimaryWithoutTLS');
+    assert.equal(events.length, 1);
+    assert.match(events[0]?.note ?? '', /orders-0, the primary, runs without TLS/);
+    await reconcile();
+    assert.equal(
+      (deps.recorder as FakeRecorder).events.filter((e) => e.reason === 'PrimaryWithoutTLS').length,
+      1,
+      'said once, not at every reconcile',
+    );
+    client.setStored(Pods, pod('orders-0', { result: 'existing', 'system-identifier': ID }));
+    await reconcile();
+    assert.equal(cm()?.data?.['cluster-primary-without-tls'], '');
   });
 
   it('every volume lost after the cluster was initialized: Failed with DataLost, identity kept', async () => {

@@ -99,12 +99,6 @@ describe('pki: the CA and the server certificate', () => {
     assert.equal(Math.round((i.facts.notAfter.getTime() - NOW.getTime()) / DAY_MS), SERVER_VALIDITY_DAYS);
   });
 
-  test('never valid past its CA', async () => {
-    const soon = await generateCa('x', new Date(NOW.getTime() - 3640 * DAY_MS));
-    const s = await issueServerCertificate(soon, ['x'], NOW);
-    assert.ok(new X509Certificate(s.certPem).validTo === new X509Certificate(soon.certPem).validTo);
-  });
-
   test('caDecision: a valid CA is kept; missing, unreadable, foreign key or expired: a new one', async () => {
     assert.deepEqual(caDecision(inspectCertificate(ca.certPem, ca.keyPem), days(3000)), { action: 'keep' });
     assert.equal(caDecision(undefined, NOW).action, 'issue');

@@ -77,6 +77,8 @@ export interface CacheOptions {
   /** Periodic resync for every informer, ms. Default 0 (off). */
   resyncPeriodMs?: number;
   pageSize?: number;
+  /** Stream each informer's initial state through its watch instead of LIST pages (see watcher.ts). */
+  watchList?: boolean;
   watchTimeoutSeconds?: number;
   silenceTimeoutMs?: number;
   backoff?: BackoffOptions;
@@ -210,6 +212,7 @@ export class Cache {
       ...(base.indexers ? { indexers: base.indexers } : {}),
       resyncPeriodMs: base.resyncPeriodMs ?? o.resyncPeriodMs ?? 0,
       ...(o.pageSize !== undefined ? { pageSize: o.pageSize } : {}),
+      ...(o.watchList !== undefined ? { watchList: o.watchList } : {}),
       ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
       ...(o.silenceTimeoutMs !== undefined ? { silenceTimeoutMs: o.silenceTimeoutMs } : {}),
       ...(o.backoff ? { backoff: o.backoff } : {}),

@@ -5,6 +5,11 @@
  *   init, initApply*, initDone        a full list, fetched page by page as the consumer takes it; then
  *   (apply | delete)*                  from a watch started at the list's resourceVersion
  *
+ * With `watchList` the initial state is streamed through the watch itself instead (client-go's
+ * WatchListClient, `sendInitialEvents=true`): one request, no LIST, each object parsed as it arrives; the
+ * bookmark annotated `k8s.io/initial-events-end` ends it (initDone) and the same watch goes on. A server
+ * that refuses sendInitialEvents (400 or 422: the WatchList feature off) is listed from then on.
+ *
  * - Watches ask for bookmarks; bookmarks advance the resourceVersion and are not emitted.
  * - A watch the server closes cleanly (its timeout) is re-opened at the last resourceVersion, no relist.
  * - 410 Gone (thrown, or as a watch ERROR event) means the resourceVersion is compacted away: the
@@ -24,6 +29,10 @@
  *   (a DeadConnectionError; watches re-open at once).
  * - The backoff starts over once a watch delivers its first event or bookmark, or stayed open for 2 s
  *   (it was accepted) before it failed.
+ * - While the API server cannot be reached at all (a refused or reset connection), a retry waits at most
+ *   UNREACHABLE_RETRY_MAX_MS: a refused connect costs the server nothing, and the full backoff (up to
+ *   30 s) grown through one outage left an informer blind for 73 s after three API server restarts,
+ *   30-60 s after the server was back (bench/results/faults.md, cluster mode).
  *
  * The generator never throws. It returns when `signal` aborts (or when the consumer stops iterating).
  * It is pull-based: while the consumer is busy with an event the stream is not read (and the silence
@@ -32,8 +41,11 @@
 import type { KubeObject, ObjectList, WatchEvent } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
 import {
+  BadRequestError,
   errorFromStatus,
+  InvalidError,
   isGone,
+  isUnreachable,
   StaleConnectionError,
   type Status,
   TooManyRequestsError,
@@ -72,6 +84,12 @@ export interface WatcherOptions {
   signal: AbortSignal;
   /** List page size (`limit`). Default 500. */
   pageSize?: number;
+  /**
+   * Stream the initial state through the watch (`sendInitialEvents=true`, client-go's WatchListClient)
+   * instead of listing it page by page; falls back to listing when the server refuses (400/422).
+   * Default {@link DEFAULT_WATCH_LIST}.
+   */
+  watchList?: boolean;
   /**
    * Server-side timeout for each watch request. Default: random in [25, 35) seconds per request. client-go
    * uses 5-10 min and finds dead connections with HTTP/2 pings; on HTTP/1.1 nothing can be sent on a
@@ -127,6 +145,14 @@ export class ShortWatchError extends Error {
 }
 
 export const DEFAULT_PAGE_SIZE = 500;
+/**
+ * Whether watchers stream their initial state by default: off (LIST pages) unless `OPKIT_WATCH_LIST=true`
+ * (or `1`) is in the environment, as client-go's `KUBE_FEATURE_WatchListClient` switches it: to measure
+ * it (bench/) before it becomes the default.
+ */
+export const DEFAULT_WATCH_LIST = /^(true|1)$/i.test(process.env.OPKIT_WATCH_LIST ?? '');
+/** The annotation of the bookmark that ends the initial events of a `sendInitialEvents` watch. */
+const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 /** The default watch timeout is random in [MIN, MIN * 1.4) seconds: 25-35 s. */
 const MIN_WATCH_TIMEOUT_SECONDS = 25;
 const WATCH_TIMEOUT_SPREAD = 0.4;
@@ -146,8 +172,16 @@ export function silenceTimeoutFor(watchTimeoutSeconds: number): number {
 const SHORT_WATCH_MS = 1000;
 /** A watch open at least this long before it failed had been accepted: the backoff starts over. */
 const ACCEPTED_WATCH_MS = 2000;
+/**
+ * The longest wait before retrying a list or watch that could not reach the API server at all (no HTTP
+ * answer: refused, reset, a dead connection). The backoff's sequence still advances; only its wait is
+ * capped, so an informer reconnects within about 5 s after the server is back (4-5 s with the jitter).
+ * An answering server (5xx, 429) gets the full backoff.
+ */
+export const UNREACHABLE_RETRY_MAX_MS = 5000;
 
-type WatchOutcome = 'closed' | 'gone' | 'error' | 'aborted';
+/** refused: the server does not stream initial events (sendInitialEvents): list instead. */
+type WatchOutcome = 'closed' | 'gone' | 'error' | 'aborted' | 'refused';
 
 export async function* watcher<T extends KubeObject>(
   client: Client,
@@ -165,8 +199,10 @@ export async function* watcher<T extends KubeObject>(
     ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
   };
 
-  /** undefined: a list is needed. */
+  /** undefined: a list (or, with watchList, a watch streaming the initial state) is needed. */
   let resourceVersion: string | undefined;
+  /** Stream the initial state through the watch; false once the server refused it. */
+  let watchList = opts.watchList ?? DEFAULT_WATCH_LIST;
   /** The last relist was followed straight by 410 without any event: back off before the next one. */
   let goneWithoutProgress = false;
 
@@ -183,6 +219,7 @@ export async function* watcher<T extends KubeObject>(
   /** Reports `err` and waits out the backoff; false if aborted meanwhile. */
   const backOff = async (err: unknown, phase: 'list' | 'watch'): Promise<boolean> => {
     let delayMs = backoff.next();
+    if (isUnreachable(err)) delayMs = Math.min(delayMs, UNREACHABLE_RETRY_MAX_MS);
     if (err instanceof TooManyRequestsError) delayMs = Math.max(delayMs, err.retryAfterSeconds * 1000);
     report(err, { phase, resourceVersion: resourceVersion ?? '', action: 'backoff', delayMs });
     return sleep(delayMs, signal, clock);
@@ -196,7 +233,9 @@ export async function* watcher<T extends KubeObject>(
   };
 
   while (!signal.aborted) {
-    if (resourceVersion === undefined) {
+    // With watchList the watch below streams the initial state (init .. initDone) itself.
+    const initial = resourceVersion === undefined && watchList;
+    if (resourceVersion === undefined && !initial) {
       // Page by page: each page's objects go to the consumer (which transforms them, dropping
       // managedFields) before the next page is fetched, so a large list never sits in memory whole and
       // untransformed. An expired continue token (410) lists again, whole, as client-go's pager does.
@@ -254,6 +293,8 @@ export async function* watcher<T extends KubeObject>(
     const silenceMs = opts.silenceTimeoutMs ?? silenceTimeoutFor(timeoutSeconds);
     const startedAt = clock.now();
     let received = 0;
+    /** initial: `init` was emitted, the initial events are being delivered. */
+    let begun = false;
     let timer: TimerHandle | undefined;
     let silenced: WatchSilenceError | undefined;
     let iterator: AsyncIterator<WatchEvent<T>> | undefined;
@@ -263,8 +304,9 @@ export async function* watcher<T extends KubeObject>(
       iterator = client
         .watch(resource, {
           ...selectors,
-          resourceVersion: resourceVersion || undefined,
-          allowWatchBookmarks: true,
+          ...(initial
+            ? { sendInitialEvents: true }
+            : { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true }),
           timeoutSeconds,
           signal: ctrl.signal,
         })
@@ -292,6 +334,27 @@ export async function* watcher<T extends KubeObject>(
         // failure starts the backoff from its first step (flapping links reconnect in about a second).
         if (received++ === 0) backoff.reset();
         goneWithoutProgress = false;
+        if (initial && resourceVersion === undefined) {
+          // The initial state: ADDED events, then the bookmark that ends them.
+          if (!begun) {
+            begun = true;
+            yield { type: 'init' };
+          }
+          if (type === 'ADDED') {
+            yield { type: 'initApply', object: withTypeMeta(ev.object) };
+          } else if (type === 'BOOKMARK') {
+            const md = ev.object?.metadata;
+            if (md?.annotations?.[INITIAL_EVENTS_END] !== 'true') continue;
+            const rv = md.resourceVersion ?? '';
+            resourceVersion = '';
+            advance(rv);
+            yield { type: 'initDone', resourceVersion: rv };
+          } else {
+            throw new Error(`unexpected ${type} event among the initial events of a watch`);
+          }
+          if (signal.aborted) break;
+          continue;
+        }
         if (type === 'BOOKMARK') {
           const rv = ev.object?.metadata?.resourceVersion;
           if (rv && rv !== resourceVersion) {
@@ -320,6 +383,8 @@ export async function* watcher<T extends KubeObject>(
       if (signal.aborted) outcome = 'aborted';
       else if (silenced) [outcome, failure] = ['error', silenced];
       else if (isGone(err)) [outcome, failure] = ['gone', err];
+      else if (initial && received === 0 && (err instanceof BadRequestError || err instanceof InvalidError))
+        [outcome, failure] = ['refused', err];
       else [outcome, failure] = ['error', err];
     } finally {
       signal.removeEventListener('abort', onAbort);
@@ -336,10 +401,14 @@ export async function* watcher<T extends KubeObject>(
     switch (outcome) {
       case 'aborted':
         return;
+      case 'refused':
+        watchList = false;
+        report(failure, { phase: 'watch', resourceVersion: '', action: 'relist' });
+        break;
       case 'closed':
         break; // re-watch from the last resourceVersion right away
       case 'gone':
-        report(failure, { phase: 'watch', resourceVersion, action: 'relist' });
+        report(failure, { phase: 'watch', resourceVersion: resourceVersion ?? '', action: 'relist' });
         if (goneWithoutProgress && !(await sleep(backoff.next(), signal, clock))) return;
         goneWithoutProgress = received === 0;
         resourceVersion = undefined;
@@ -352,7 +421,7 @@ export async function* watcher<T extends KubeObject>(
         // Found dead (silent), or closed by the pool with other dead connections: re-open at once on a
         // new connection; nothing failed on the server's side.
         if (failure instanceof StaleConnectionError) {
-          report(failure, { phase: 'watch', resourceVersion, action: 'rewatch' });
+          report(failure, { phase: 'watch', resourceVersion: resourceVersion ?? '', action: 'rewatch' });
         } else if (!(await backOff(failure, 'watch'))) return;
         break;
     }

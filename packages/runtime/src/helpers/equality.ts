@@ -4,6 +4,7 @@
  *
  * All of them treat a key whose value is `undefined` as absent, as JSON serialisation does.
  */
+import { copyJson } from '../util/copy.ts';
 
 /** A plain JSON object (not an array, not null, not a Date or other class instance). */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -12,9 +13,13 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   return proto === Object.prototype || proto === null;
 }
 
-/** A deep copy (structuredClone), so the copy can be mutated without touching the original or a cache. */
+/**
+ * A deep copy, so the copy can be mutated without touching the original or a cache (even a frozen one):
+ * JSON-shaped values copied directly (util/copy.ts, an order of magnitude faster than structuredClone),
+ * anything else by structuredClone.
+ */
 export function deepCopy<T>(value: T): T {
-  return structuredClone(value);
+  return copyJson(value);
 }
 
 /**

@@ -4,6 +4,7 @@
  * 'spec.items[2].name', 'spec.limits.cpu'. CEL rules (x-kubernetes-validations) are not evaluated.
  */
 import { isIPv4, isIPv6 } from 'node:net';
+import { copyJson } from '../util/copy.ts';
 import type { AnySchema, FieldError, FieldErrorType, Infer, InferDefaulted, SchemaDef } from './types.ts';
 
 export interface ValidateOptions {
@@ -75,9 +76,8 @@ export function fieldErrorReason(type: FieldErrorType): string {
  */
 export function applyDefaults<S extends AnySchema>(schema: S, value: NoInfer<Infer<S>>): InferDefaulted<S> {
   const d = schema.def;
-  let v = value === undefined ? undefined : structuredClone(value);
-  if (d.default !== undefined && (v === undefined || (v === null && !d.nullable)))
-    v = structuredClone(d.default);
+  let v = value === undefined ? undefined : copyJson(value);
+  if (d.default !== undefined && (v === undefined || (v === null && !d.nullable))) v = copyJson(d.default);
   fill(d, v);
   return v as InferDefaulted<S>;
 }
@@ -93,7 +93,7 @@ function fill(d: SchemaDef, v: unknown): void {
       const pd = prop.def;
       const absent = v[key] === undefined || (v[key] === null && !pd.nullable);
       if (!absent) continue;
-      if (pd.default !== undefined) v[key] = structuredClone(pd.default);
+      if (pd.default !== undefined) v[key] = copyJson(pd.default);
       else if (key in v) delete v[key];
     }
     for (const [key, item] of Object.entries(v)) {
@@ -103,7 +103,7 @@ function fill(d: SchemaDef, v: unknown): void {
   } else if (d.kind === 'record') {
     for (const [key, item] of Object.entries(v)) {
       if (item === null && !d.values.def.nullable) {
-        if (d.values.def.default !== undefined) v[key] = structuredClone(d.values.def.default);
+        if (d.values.def.default !== undefined) v[key] = copyJson(d.values.def.default);
         else delete v[key];
       }
       fill(d.values.def, v[key]);

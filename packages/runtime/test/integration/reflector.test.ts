@@ -341,6 +341,57 @@ describe('reflector against a real API server (watch cache on)', { timeout: 240_
     await running;
   });
 
+  test('watchList: the initial state streamed through the watch (no LIST), re-streamed across an API server restart', async () => {
+    const ns = 'watchlist';
+    await rest.create(Namespaces, { metadata: { name: ns } });
+    for (let i = 0; i < 25; i++) await rest.create(ConfigMaps, cm(ns, `w${i}`, { v: '0' }));
+    const gated = new GatedClient(rest);
+    const errors: unknown[] = [];
+    // Several informers at once, each streaming its own initial state.
+    const informers = [undefined, 'metadata.name=w3', 'metadata.name!=w3'].map(
+      (fieldSelector) =>
+        new SharedInformer(gated, ConfigMaps, {
+          namespace: ns,
+          ...(fieldSelector ? { fieldSelector } : {}),
+          watchList: true,
+          backoff: { initialMs: 100, maxMs: 1000 },
+          onError: (err) => errors.push(err),
+        }),
+    );
+    const t = tracker();
+    informers[0]!.addEventHandler(t.handler);
+    const ac = new AbortController();
+    const running = informers.map((i) => i.start(ac.signal));
+    for (const i of informers) assert.equal(await i.waitForSync(), true);
+    assert.equal(gated.lists, 0, 'no LIST: the watches streamed the initial state');
+    assert.equal(informers[0]!.store.listByNamespace(ns).length, 25);
+    assert.deepEqual(
+      informers[1]!.store.listByNamespace(ns).map((o) => o.metadata.name),
+      ['w3'],
+    );
+    assert.equal(informers[2]!.store.listByNamespace(ns).length, 24);
+    assert.equal(errors.length, 0, String(errors[0]));
+
+    await rest.patch(
+      ConfigMaps,
+      { namespace: ns, name: 'w1' },
+      { type: 'merge', body: { data: { v: '1' } } },
+    );
+    await rest.delete(ConfigMaps, { namespace: ns, name: 'w2' });
+    await assertConverges(rest, informers[0]!, ns);
+
+    await cp.restartApiServer({ downtimeMs: 500 });
+    await resilient(() => rest.create(ConfigMaps, cm(ns, 'after-restart')));
+    await resilient(() =>
+      rest.patch(ConfigMaps, { namespace: ns, name: 'w4' }, { type: 'merge', body: { data: { v: '2' } } }),
+    );
+    const fresh = await assertConverges(rest, informers[0]!, ns);
+    assert.deepEqual(t.state, versions(fresh), 'handlers saw every final state (and the deletion)');
+    assert.equal(gated.lists, 0, 'still no LIST after the restart');
+    ac.abort();
+    await Promise.all(running);
+  });
+
   test('after a reconnect (restart, 410, relist) handlers get no spurious events', async () => {
     const ns = 'storm';
     await rest.create(Namespaces, { metadata: { name: ns } });

@@ -4,13 +4,14 @@ import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
 import type { KubeObject } from '../../src/api/object.ts';
 import { Backoff } from '../../src/cache/backoff.ts';
 import {
+  DEFAULT_WATCH_LIST,
   ShortWatchError,
   type WatcherErrorContext,
   type WatcherEvent,
   WatchSilenceError,
   watcher,
 } from '../../src/cache/watcher.ts';
-import { ConnectionError, GoneError, ServerError } from '../../src/client/errors.ts';
+import { ConnectionError, GoneError, InvalidError, ServerError } from '../../src/client/errors.ts';
 import { ScriptedClient } from '../../src/testing/index.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 
@@ -70,7 +71,12 @@ afterEach(() => {
 });
 
 function harness(
-  opts: { silenceTimeoutMs?: number; watchTimeoutSeconds?: number; pageSize?: number } = {},
+  opts: {
+    silenceTimeoutMs?: number;
+    watchTimeoutSeconds?: number;
+    pageSize?: number;
+    watchList?: boolean;
+  } = {},
 ): Harness {
   const client = new ScriptedClient();
   const clock = new FakeClock(1_000_000);
@@ -84,6 +90,8 @@ function harness(
     signal: ac.signal,
     clock,
     random: () => 0,
+    // LIST pages unless a test asks for watchList (whatever OPKIT_WATCH_LIST says).
+    watchList: false,
     ...opts,
     onError: (err, ctx) => errors.push({ err, ctx }),
     onBookmark: (rv) => bookmarks.push(rv),
@@ -167,6 +175,7 @@ describe('watcher', () => {
     const draws = [0.5, 0.999];
     let i = 0;
     const gen = watcher(client, ConfigMaps, {
+      watchList: false,
       signal: ac.signal,
       random: () => draws[i++ % 2]!,
       clock: new FakeClock(),
@@ -362,6 +371,33 @@ describe('watcher', () => {
     assert.deepEqual(await next, ['apply c0@11', 'apply c1@12', 'apply c2@13', 'apply c3@20']);
   });
 
+  it('waits at most 5 s while the API server cannot be reached; an answering server gets the full backoff', async () => {
+    const h = harness();
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    const delays: number[] = [];
+    const failNext = async (err: Error) => {
+      (await h.client.nextWatch()).fail(err);
+      await tick();
+      await tick();
+      const d = h.errors.at(-1)?.ctx.delayMs ?? 0;
+      delays.push(d);
+      await h.clock.advanceAsync(d);
+    };
+    // A long outage: refused connections; the backoff's sequence grows (800 ... 12800) but the wait stops
+    // at 5 s, so the watch is re-opened within 5 s of the server's return, not up to 30 s later.
+    for (let i = 0; i < 6; i++) await failNext(new ConnectionError('connect ECONNREFUSED', undefined));
+    // The server answers, with errors: the full backoff, from where the sequence got (not capped).
+    await failNext(new ServerError({ code: 503 }));
+    await failNext(new ServerError({ code: 503 }));
+    // Unreachable again: capped again.
+    await failNext(new ConnectionError('read ECONNRESET', undefined));
+    assert.deepEqual(delays, [800, 1600, 3200, 5000, 5000, 5000, 30_000, 30_000, 5000]);
+    (await h.client.nextWatch()).push({ type: 'ADDED', object: cm('a', '11') });
+    assert.deepEqual(await next, ['apply a@11']);
+  });
+
   it('backs off and retries a failed list', async () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { error: new ConnectionError('refused', undefined) });
@@ -529,6 +565,7 @@ describe('watcher', () => {
     cleanups.push(() => ac.abort());
     const errors: WatcherErrorContext[] = [];
     const gen = watcher(client, ConfigMaps, {
+      watchList: false,
       signal: ac.signal,
       clock,
       backoff: new Backoff({ clock, random: () => 0, initialMs: 100 }),
@@ -539,5 +576,104 @@ describe('watcher', () => {
     await tick();
     await tick();
     assert.equal(errors[0]?.delayMs, 5000);
+  });
+
+  describe('watchList: the initial state streamed through the watch (sendInitialEvents)', () => {
+    const endOfInitial = (rv: string) => ({
+      type: 'BOOKMARK' as const,
+      object: {
+        metadata: { resourceVersion: rv, annotations: { 'k8s.io/initial-events-end': 'true' } },
+      },
+    });
+
+    it('asks for the initial events instead of listing, ends them at the annotated bookmark, goes on watching', async () => {
+      const h = harness({ watchList: true });
+      const next = take(h.gen, 5);
+      const w = await h.client.nextWatch();
+      assert.equal(w.opts.sendInitialEvents, true);
+      assert.equal(w.opts.resourceVersion, undefined, 'the current state (a consistent read)');
+      assert.equal(w.opts.labelSelector, 'app=x');
+      assert.equal(w.opts.namespace, 'ns');
+      w.push({ type: 'ADDED', object: cm('a', '5') }, { type: 'ADDED', object: cm('b', '7') });
+      w.bookmark('8'); // without the annotation: not the end, and not a resourceVersion to resume at
+      w.push(endOfInitial('10'));
+      w.push({ type: 'MODIFIED', object: cm('a', '11') });
+      assert.deepEqual(await next, ['init', 'initApply a@5', 'initApply b@7', 'initDone 10', 'apply a@11']);
+      assert.equal(h.client.listCalls.length, 0, 'no LIST');
+      assert.deepEqual(h.bookmarks, [], 'bookmarks among the initial events are not told');
+      // Closed at its timeout: re-opened from the last resourceVersion, as an ordinary watch.
+      const after = take(h.gen, 1);
+      w.close();
+      const w2 = await h.client.nextWatch();
+      assert.equal(w2.opts.sendInitialEvents, undefined);
+      assert.equal(w2.opts.resourceVersion, '11');
+      w2.push({ type: 'DELETED', object: cm('b', '12') });
+      assert.deepEqual(await after, ['delete b@12']);
+      assert.equal(h.errors.length, 0);
+    });
+
+    it('starts the initial events over when the watch ends before their end (no resume from the middle)', async () => {
+      const h = harness({ watchList: true });
+      const next = take(h.gen, 5);
+      const w1 = await h.client.nextWatch();
+      w1.push({ type: 'ADDED', object: cm('a', '5') });
+      w1.fail(new ConnectionError('socket hang up', undefined));
+      await tick();
+      await tick();
+      await h.clock.advanceAsync(800);
+      const w2 = await h.client.nextWatch();
+      assert.equal(w2.opts.sendInitialEvents, true);
+      assert.equal(w2.opts.resourceVersion, undefined);
+      w2.push({ type: 'ADDED', object: cm('a', '6') }, endOfInitial('9'));
+      assert.deepEqual(await next, ['init', 'initApply a@5', 'init', 'initApply a@6', 'initDone 9']);
+      assert.equal(h.errors[0]?.ctx.action, 'backoff');
+    });
+
+    it('relists through the initial events after 410 Gone', async () => {
+      const h = harness({ watchList: true });
+      const next = take(h.gen, 5);
+      const w1 = await h.client.nextWatch();
+      w1.push(endOfInitial('10'));
+      w1.fail(new GoneError({ code: 410, reason: 'Expired', message: 'too old resource version' }));
+      const w2 = await h.client.nextWatch();
+      assert.equal(w2.opts.sendInitialEvents, true);
+      w2.push({ type: 'ADDED', object: cm('a', '20') }, endOfInitial('30'));
+      assert.deepEqual(await next, ['init', 'initDone 10', 'init', 'initApply a@20', 'initDone 30']);
+      assert.equal(h.client.listCalls.length, 0);
+    });
+
+    it('lists from then on when the server refuses sendInitialEvents (the WatchList feature off: 422)', async () => {
+      const h = harness({ watchList: true });
+      const next = take(h.gen, 3);
+      const w1 = await h.client.nextWatch();
+      w1.fail(
+        new InvalidError({
+          code: 422,
+          reason: 'Invalid',
+          message:
+            'sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+        }),
+      );
+      h.client.queueList(ConfigMaps, { items: [cm('a', '5')], resourceVersion: '10' });
+      assert.deepEqual(await next, ['init', 'initApply a@5', 'initDone 10']);
+      assert.equal(h.errors[0]?.ctx.action, 'relist');
+      assert.ok(h.errors[0]?.err instanceof InvalidError);
+      void take(h.gen, 1).catch(() => {});
+      const w2 = await h.client.nextWatch();
+      assert.equal(w2.opts.sendInitialEvents, undefined);
+      assert.equal(w2.opts.resourceVersion, '10');
+    });
+
+    it('is off by default (LIST pages), unless OPKIT_WATCH_LIST=true', async () => {
+      const client = new ScriptedClient();
+      const ac = new AbortController();
+      cleanups.push(() => ac.abort());
+      const gen = watcher(client, ConfigMaps, { signal: ac.signal, clock: new FakeClock() });
+      void take(gen, 1).catch(() => {});
+      await tick();
+      const on = process.env.OPKIT_WATCH_LIST === 'true';
+      assert.equal(DEFAULT_WATCH_LIST, on);
+      assert.equal(client.listCalls.length, on ? 0 : 1);
+    });
   });
 });

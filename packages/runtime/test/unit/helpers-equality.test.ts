@@ -38,6 +38,40 @@ describe('deepCopy', () => {
     copy.a.b.push(3);
     assert.equal(original.a.b.length, 2);
   });
+
+  it('copies a frozen (cached) object into a mutable one; Dates, undefined values and other objects too', () => {
+    const when = new Date(1_000);
+    const original = Object.freeze({
+      metadata: Object.freeze({ name: 'a', labels: Object.freeze({ x: '1' }) }),
+      spec: Object.freeze({ list: Object.freeze([Object.freeze({ n: 1 }), null, 'x']), gone: undefined }),
+      when,
+      map: new Map([['k', { v: 1 }]]),
+      bare: Object.assign(Object.create(null) as Record<string, unknown>, { z: [1] }),
+    });
+    const copy = deepCopy(original) as unknown as {
+      metadata: { labels: Record<string, string> };
+      spec: { list: unknown[]; gone?: undefined };
+      when: Date;
+      map: Map<string, { v: number }>;
+      bare: Record<string, unknown>;
+    };
+    const { bare: _bare, ...rest } = copy;
+    const { bare: _obare, ...orest } = original;
+    assert.deepEqual(rest, orest);
+    assert.ok(!Object.isFrozen(copy) && !Object.isFrozen(copy.metadata.labels));
+    copy.metadata.labels.y = '2';
+    (copy.spec.list[0] as { n: number }).n = 2;
+    assert.deepEqual(original.metadata.labels, { x: '1' });
+    assert.deepEqual(original.spec.list[0], { n: 1 });
+    assert.ok('gone' in copy.spec, 'a key whose value is undefined stays, as with structuredClone');
+    assert.ok(copy.when instanceof Date && copy.when !== when && copy.when.getTime() === 1_000);
+    assert.notEqual(copy.map, original.map);
+    assert.deepEqual(copy.map.get('k'), { v: 1 });
+    // A null-prototype object becomes a plain one, as with structuredClone.
+    assert.equal(Object.getPrototypeOf(copy.bare), Object.prototype);
+    assert.deepEqual(copy.bare.z, [1]);
+    assert.notEqual(copy.bare.z, original.bare.z);
+  });
 });
 
 describe('isPlainObject', () => {

@@ -140,6 +140,8 @@ export type Phase = (typeof PHASES)[number];
  * (`kubectl annotate db <name> myapp.example.com/switchover-to=<name>-1`); the operator consumes it.
  */
 export const ANNOTATION_SWITCHOVER_TO = `${GROUP}/switchover-to`;
+/** spec.maxReplicaLag when unset (health.ts' DEFAULT_MAX_LAG_BYTES). */
+export const DEFAULT_MAX_REPLICA_LAG = '64Mi';
 /** spec.failoverDelay when unset: seconds the primary may be lost before a failover starts. */
 export const DEFAULT_FAILOVER_DELAY_SECONDS = 10;
 /** The phases of a failover or switchover recorded in status.failover (failover/procedure.ts). */
@@ -436,6 +438,20 @@ const spec = s.object(
         format: 'int32',
       })
       .optional(),
+    maxReplicaLag: s
+      .quantity({
+        description:
+          'postgres: the lag bound of a ready replica: the WAL it received and has not replayed yet, e.g. ' +
+          `128Mi (default ${DEFAULT_MAX_REPLICA_LAG}). A replica further behind is not ready: out of the ` +
+          'read-only Service, never a switchover target, named in the conditions (LagOverBound). ' +
+          'Changing it restarts the pods (replicas first).',
+      })
+      .rule({
+        rule: "!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",
+        message: 'maxReplicaLag must be greater than zero',
+        reason: FORBIDDEN,
+      })
+      .optional(),
     synchronousReplicas: s
       .integer({
         description:
@@ -479,6 +495,12 @@ const spec = s.object(
         rule: "!has(self.synchronousReplicas) || self.synchronousReplicas == 0 || self.engine == 'postgres'",
         message: 'synchronousReplicas is only supported for postgres',
         fieldPath: '.synchronousReplicas',
+        reason: FORBIDDEN,
+      },
+      {
+        rule: "!has(self.maxReplicaLag) || self.engine == 'postgres'",
+        message: 'maxReplicaLag is only supported for postgres',
+        fieldPath: '.maxReplicaLag',
         reason: FORBIDDEN,
       },
     ],
@@ -574,10 +596,15 @@ const status = s.object(
           role: s.enum(['primary', 'replica'], { description: 'What the operator designated it.' }),
           ready: s.boolean({
             description:
-              'The pod is Ready: for a replica, streaming from the current primary within the lag bound.',
+              'The pod is Ready: for a replica, streaming from the current primary within the lag bound ' +
+              '(spec.maxReplicaLag of WAL received and not replayed yet, measured by its readiness probe).',
           }),
           reason: s
-            .string({ description: 'Why it is not ready (CamelCase): PodMissing, Unschedulable, ...' })
+            .string({
+              description:
+                'Why it is not ready (CamelCase): PodMissing, Unschedulable, Bootstrapping, CrashLoopBackOff, ' +
+                'NotStreaming, LagOverBound, ReadinessProbeFailing, ...',
+            })
             .optional(),
           message: s.string({ description: 'Why it is not ready, in a sentence.' }).optional(),
           result: s
@@ -587,7 +614,40 @@ const status = s.object(
             })
             .optional(),
           resultAt: s.string({ description: 'When that start finished (RFC 3339).' }).optional(),
-          timeline: s.integer({ format: 'int64', description: 'Its PostgreSQL timeline then.' }).optional(),
+          timeline: s
+            .integer({
+              format: 'int64',
+              description:
+                "Its PostgreSQL timeline: the primary's current one, for the primary and each replica " +
+                'streaming from it (as the primary last said); otherwise the one its last start reported.',
+            })
+            .optional(),
+          streaming: s
+            .boolean({
+              description:
+                'A replica: it streams WAL from the current primary (a WAL sender in state streaming there), ' +
+                'as the primary last said; the operator asks it every 30 s.',
+            })
+            .optional(),
+          lagBytes: s
+            .integer({
+              format: 'int64',
+              description:
+                'A streaming replica: WAL the primary wrote that it has not replayed yet, measured on the ' +
+                'primary. Coarse, so that writes do not rewrite the status at every poll: 0 below 1 MiB, ' +
+                "else rounded down to a power of two MiB (1, 2, 4, ... MiB); the operator's /metrics " +
+                '(database_replication_lag_bytes) has the exact value.',
+            })
+            .optional(),
+          lagSeconds: s
+            .integer({
+              format: 'int64',
+              description:
+                "A streaming replica: its replay lag (pg_stat_replication's replay_lag; 0 once an idle " +
+                'replica caught up), 0 below 1 s, else rounded down to a power of two seconds; exact in ' +
+                'database_replication_lag_seconds.',
+            })
+            .optional(),
         }),
         {
           description:
@@ -645,6 +705,14 @@ export const Databases = defineCustomResource({
     { name: 'Primary', jsonPath: '.status.currentPrimary' },
     { name: 'Timeline', jsonPath: '.status.timeline', type: 'integer' },
     { name: 'Age', jsonPath: '.metadata.creationTimestamp' },
+    // -o wide: how commits are confirmed, and why it is not Ready (names the instance and why).
+    { name: 'Replication', jsonPath: '.status.replicationMode', priority: 1 },
+    {
+      name: 'Message',
+      jsonPath: '.status.conditions[?(@.type=="Ready")].message',
+      type: 'string',
+      priority: 1,
+    },
   ],
   validations: [
     {

@@ -58,6 +58,7 @@ import {
 } from '../../api/v1/database.ts';
 import { FailoverMetrics } from './failover/metrics.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
+import { DEFAULT_REPLICATION_POLL_MS, ReplicationPoller } from './replication-poll.ts';
 
 export const CONTROLLER_NAME = 'database';
 /** reportingController of the operator's Events. */
@@ -116,6 +117,8 @@ export interface DatabaseControllerOptions {
   maxConcurrentReconciles?: number;
   /** pods/exec, for the failover of postgres Databases; without it the operator never fails over. */
   exec?: PodExecutor;
+  /** How often the primary of a postgres Database is asked about its replicas, ms (default 30 s; 0 never). */
+  replicationPollMs?: number;
 }
 
 /** A managed object to the Database named by its instance label (pods and PVCs are not owned by it). */
@@ -208,13 +211,27 @@ export function setupDatabaseController(
   for (const kind of MANAGED_KINDS) {
     mgr.cache.configure(kind as Resource<KubeObject>, { labelSelector: MANAGED_SELECTOR });
   }
+  const failoverMetrics = opts.exec ? new FailoverMetrics(mgr.metrics.registry) : undefined;
+  // The replication poll wakes a Database's reconcile when its primary's answer changed what the status shows.
+  let controller: Controller<Database> | undefined;
+  const poll = opts.replicationPollMs ?? DEFAULT_REPLICATION_POLL_MS;
   const reconciler = databaseReconciler({
     client: mgr.client,
     reader: cacheReader(mgr.cache),
     recorder: mgr.getEventRecorder(EVENT_SOURCE),
-    ...(opts.exec ? { exec: opts.exec, failoverMetrics: new FailoverMetrics(mgr.metrics.registry) } : {}),
+    ...(opts.exec ? { exec: opts.exec, failoverMetrics } : {}),
+    ...(opts.exec && poll > 0
+      ? {
+          replication: new ReplicationPoller({
+            exec: opts.exec,
+            metrics: failoverMetrics,
+            intervalMs: poll,
+            wake: (namespace, name) => controller?.enqueue({ namespace, name }),
+          }),
+        }
+      : {}),
   });
-  return controllerFor(mgr, Databases.resource)
+  controller = controllerFor(mgr, Databases.resource)
     .named(CONTROLLER_NAME)
     .withPredicates(databasePredicate())
     .owns(StatefulSets)
@@ -229,4 +246,5 @@ export function setupDatabaseController(
     })
     .withOptions({ maxConcurrentReconciles: opts.maxConcurrentReconciles ?? 2 })
     .complete(reconciler);
+  return controller;
 }

@@ -103,6 +103,12 @@ export const CLUSTER_KEYS = {
   systemIdentifier: 'cluster-system-identifier',
   /** The pods spec.replicas asks for, one per line: slots of other pods are dropped on the primary. */
   instances: 'cluster-instances',
+  /**
+   * The designated primary's pod name when the operator saw that pod run without TLS (its template from
+   * before TLS: no server certificate volume), else empty: only replicas of that pod may connect without
+   * verifying TLS (engines/postgres/primary-tls.ts).
+   */
+  primaryWithoutTls: 'cluster-primary-without-tls',
 } as const;
 
 /** Volume names in the pod template. */

@@ -40,12 +40,22 @@ import {
 } from './common.ts';
 import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
 import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
-import { DEFAULT_MAX_LAG_BYTES, healthScript } from './postgres/health.ts';
+import { healthScript, maxLagBytes } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
+import { POSTGRES_TLS_VOLUME } from './postgres/primary-tls.ts';
 import { roleVerifier } from './postgres/scram.ts';
-import type { ClusterRecord, DataLayout, Engine, EnginePod, EnvVar, PodContext, Probes } from './types.ts';
+import type {
+  ClusterRecord,
+  DataLayout,
+  Engine,
+  EnginePod,
+  EnvVar,
+  PodContext,
+  Probes,
+  VolumeMount,
+} from './types.ts';
 
 export * from './postgres/credentials.ts';
 export * from './postgres/designation.ts';
@@ -54,6 +64,8 @@ export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
+export * from './postgres/primary-tls.ts';
+export * from './postgres/replication.ts';
 export * from './postgres/report.ts';
 export * from './postgres/scram.ts';
 
@@ -349,14 +361,26 @@ function instanceEnv(db: DefaultedDatabase, layout: DataLayout): EnvVar[] {
   ];
 }
 
+/**
+ * The volume mounts of an instance's containers, in one order: the data volume (the bootstrap and the
+ * server), the ConfigMap, the passfile's directory, the server certificate, the socket directory,
+ * /dev/shm (the server) and the credentials files.
+ */
+function instanceMounts(layout: DataLayout, opts: { data?: boolean; shm?: boolean } = {}): VolumeMount[] {
+  return [
+    ...(opts.data ? [{ name: VOLUMES.data, mountPath: layout.mountPath }] : []),
+    { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true },
+    { name: 'run', mountPath: POSTGRES_RUN_DIR },
+    { name: POSTGRES_TLS_VOLUME, mountPath: POSTGRES_TLS_DIR, readOnly: true },
+    { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
+    ...(opts.shm ? [{ name: 'shm', mountPath: '/dev/shm' }] : []),
+    { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true },
+  ];
+}
+
 function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   const layout = postgresLayout(db.spec.version);
   const names = childNames(db);
-  const dataMount = { name: VOLUMES.data, mountPath: layout.mountPath };
-  const configMount = { name: VOLUMES.config, mountPath: CONFIG_DIR, readOnly: true };
-  const runMount = { name: 'run', mountPath: POSTGRES_RUN_DIR };
-  const tlsMount = { name: 'tls', mountPath: POSTGRES_TLS_DIR, readOnly: true };
-  const credentialsMount = { name: 'credentials', mountPath: POSTGRES_CREDENTIALS_DIR, readOnly: true };
   const probes = postgresProbes();
   const instance = `${CONFIG_DIR}/${POSTGRES_FILES.instance}`;
   const env = instanceEnv(db, layout);
@@ -365,14 +389,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     image: ctx.image,
     command: ['sh', instance, 'bootstrap'],
     env,
-    volumeMounts: [
-      dataMount,
-      configMount,
-      runMount,
-      tlsMount,
-      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      credentialsMount,
-    ],
+    volumeMounts: instanceMounts(layout, { data: true }),
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
@@ -381,16 +398,8 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     image: ctx.image,
     command: ['sh', instance, 'start'],
     ports: [{ name: 'postgres', containerPort: POSTGRES_PORT, protocol: 'TCP' }],
-    env: [...env, valueEnv('MAX_LAG_BYTES', DEFAULT_MAX_LAG_BYTES)],
-    volumeMounts: [
-      dataMount,
-      configMount,
-      runMount,
-      tlsMount,
-      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      { name: 'shm', mountPath: '/dev/shm' },
-      credentialsMount,
-    ],
+    env: [...env, valueEnv('MAX_LAG_BYTES', maxLagBytes(db))],
+    volumeMounts: instanceMounts(layout, { data: true, shm: true }),
     startupProbe: probes.startup,
     readinessProbe: probes.readiness,
     livenessProbe: probes.liveness,
@@ -414,13 +423,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       valueEnv('TLS_DIR', POSTGRES_TLS_DIR),
       secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     ],
-    volumeMounts: [
-      configMount,
-      runMount,
-      tlsMount,
-      { name: 'socket', mountPath: POSTGRES_SOCKET_DIR },
-      credentialsMount,
-    ],
+    volumeMounts: instanceMounts(layout),
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     securityContext: ctx.securityContext,
   };
@@ -440,7 +443,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       },
       // The server certificate: root:999 0640 with the pod's fsGroup (what PostgreSQL requires of a
       // root-owned key), updated in place by the kubelet when it is renewed.
-      { name: 'tls', secret: { secretName: names.serverSecret, defaultMode: 0o640 } },
+      { name: POSTGRES_TLS_VOLUME, secret: { secretName: names.serverSecret, defaultMode: 0o640 } },
       // The replication passfile: in memory, written from the env at every start.
       { name: 'run', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       // The socket directory (the image's is only writable by its postgres user, not by any uid).
@@ -487,6 +490,7 @@ export function postgresClusterData(db: DefaultedDatabase, cluster?: ClusterReco
     [CLUSTER_KEYS.primary]: cluster?.fenced ? FENCED_PRIMARY : (cluster?.primary ?? initialPrimaryPod(db)),
     [CLUSTER_KEYS.epoch]: String(cluster?.epoch ?? 0),
     [CLUSTER_KEYS.systemIdentifier]: cluster?.systemIdentifier ?? '',
+    [CLUSTER_KEYS.primaryWithoutTls]: cluster?.fenced ? '' : (cluster?.primaryWithoutTls ?? ''),
     [CLUSTER_KEYS.instances]: Array.from({ length: db.spec.replicas }, (_, i) => `${podName(db, i)}\n`).join(
       '',
     ),

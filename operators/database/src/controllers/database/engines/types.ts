@@ -71,6 +71,11 @@ export interface ClusterRecord {
   fenced?: boolean;
   /** status.primaryEpoch: grows with every change of designation. */
   epoch?: number;
+  /**
+   * The designated primary's pod, when the operator observed it running without TLS (a pod from before
+   * the operator served TLS): its replicas may connect without verifying TLS, and only to it.
+   */
+  primaryWithoutTls?: string;
 }
 
 /** What the operator recorded in the Database's status about its cluster. */

@@ -3,8 +3,12 @@
  *   database_failovers_total{namespace,database,reason}   counter: failovers started
  *   database_switchovers_total{namespace,database}        counter: switchovers started
  *   database_fencing_total{namespace,database}            counter: former primaries fenced (confirmed)
- *   database_replication_lag_bytes{namespace,database,pod} gauge: how far each replica's WAL is behind the
- *                                                           most advanced instance, when last queried
+ *   database_replication_lag_bytes{namespace,database,pod} gauge: WAL the primary wrote that each streaming
+ *                                                           replica has not replayed yet (the replication
+ *                                                           poll, replication-poll.ts); during a failover,
+ *                                                           how far each candidate is behind the most
+ *                                                           advanced one
+ *   database_replication_lag_seconds{namespace,database,pod} gauge: each streaming replica's replay_lag
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
@@ -15,6 +19,7 @@ export class FailoverMetrics {
   readonly switchovers: Counter<DbLabels>;
   readonly fencing: Counter<DbLabels>;
   readonly lag: Gauge<DbLabels | 'pod'>;
+  readonly lagSeconds: Gauge<DbLabels | 'pod'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -38,7 +43,15 @@ export class FailoverMetrics {
     });
     this.lag = new Gauge({
       name: 'database_replication_lag_bytes',
-      help: 'Bytes of WAL a replica is behind the primary (or the most advanced instance) when last queried.',
+      help:
+        'Bytes of WAL the primary wrote that a streaming replica has not replayed yet, when last polled ' +
+        '(during a failover: behind the most advanced instance).',
+      labelNames: ['namespace', 'database', 'pod'],
+      registers,
+    });
+    this.lagSeconds = new Gauge({
+      name: 'database_replication_lag_seconds',
+      help: "A streaming replica's replay lag (pg_stat_replication replay_lag; 0 once caught up), when last polled.",
       labelNames: ['namespace', 'database', 'pod'],
       registers,
     });

@@ -18,11 +18,12 @@ export const FENCED_PRIMARY = 'none';
 export const POSTGRES_DESIGNATION_FILE = '/run/opkit/primary';
 
 /** `sh -c <script> sh <args...>`: the script reads its arguments as $1..., never interpolated. */
-function sh(script: string, ...args: string[]): string[] {
+export function sh(script: string, ...args: string[]): string[] {
   return ['sh', '-c', script, 'sh', ...args];
 }
 
-const PSQL = `psql -X -A -t -q -w -v ON_ERROR_STOP=1 -U "\${POSTGRES_USER:-postgres}" -d postgres`;
+/** psql as the superuser over the local socket (peer authentication), unaligned tuples only. */
+export const PSQL = `psql -X -A -t -q -w -v ON_ERROR_STOP=1 -U "\${POSTGRES_USER:-postgres}" -d postgres`;
 
 /** Writes `$1 $2` (pod, epoch) to the designation file atomically (a shell function the commands share). */
 const DESIGNATE = `designate() {
@@ -49,6 +50,14 @@ echo fenced`,
 }
 
 /**
+ * The instance's timeline (SQL): a replica's the one it receives (or its last checkpoint's), a primary's
+ * the one of the WAL it writes now (pg_control_checkpoint lags a promotion until the next checkpoint).
+ */
+export const TIMELINE_SQL = `CASE WHEN pg_is_in_recovery()
+       THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))
+       ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END`;
+
+/**
  * One line about the instance, `|`-separated: in recovery (t/f), received (flushed) LSN, replayed LSN,
  * timeline, system identifier, the current WAL LSN when it is a primary, the host it streams from.
  */
@@ -56,9 +65,7 @@ export function stateCommand(): string[] {
   return sh(`${PSQL} -F '|' -c "SELECT pg_is_in_recovery(),
   coalesce(pg_last_wal_receive_lsn()::text, ''),
   coalesce(pg_last_wal_replay_lsn()::text, ''),
-  CASE WHEN pg_is_in_recovery()
-       THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))
-       ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END,
+  ${TIMELINE_SQL},
   (SELECT system_identifier FROM pg_control_system()),
   CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
   coalesce((SELECT sender_host FROM pg_stat_wal_receiver WHERE status = 'streaming'), '')"`);

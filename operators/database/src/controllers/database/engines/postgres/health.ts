@@ -12,17 +12,26 @@
  * the superuser (peer authentication), so no password is involved and editing the Secret can never take
  * every pod out of the Services.
  * Env: POD_NAME, PRIMARY_POD, PRIMARY_HOST, PRIMARY_PORT, PGHOST (the socket directory), PGPORT;
- * POSTGRES_USER, MAX_LAG_BYTES; the designated primary is the newest of the mounted ConfigMap's copy
+ * POSTGRES_USER, MAX_LAG_BYTES (spec.maxReplicaLag); the designated primary is the newest of the mounted ConfigMap's copy
  * and the operator's designation file (designation.ts), else the env.
  * During a failover (designation `none`): an instance out of recovery is fenced, neither ready nor live
  * (the restart waits for the new primary); a replica stays ready (it serves reads, and follows the new
  * primary once named). An instance out of recovery that is not the designated primary fails liveness
  * too: the restart makes it rejoin as a replica, should the operator be unable to stop it.
  */
+import type { DefaultedDatabase } from '../../../../api/v1/database.ts';
+import { parseQuantity } from '../../desired/quantity.ts';
 import { designationShell } from './designation.ts';
 
-/** The default bound of a ready replica's replay lag. */
+/** The default bound of a ready replica's replay lag (spec.maxReplicaLag unset: 64Mi). */
 export const DEFAULT_MAX_LAG_BYTES = 64 * 1024 * 1024;
+
+/** The lag bound of a ready replica in bytes: spec.maxReplicaLag, or the default. */
+export function maxLagBytes(db: Pick<DefaultedDatabase, 'spec'>): number {
+  const q = db.spec.maxReplicaLag;
+  const bytes = q === undefined ? undefined : parseQuantity(String(q));
+  return bytes !== undefined && bytes > 0 ? Math.floor(bytes) : DEFAULT_MAX_LAG_BYTES;
+}
 
 export function healthScript(): string {
   return `#!/bin/sh

@@ -12,6 +12,7 @@ import type { Pod } from '@opkit/runtime';
 import { initialPrimaryPod } from '../../desired/names.ts';
 import type { ClusterObservation, ClusterStatus, InstanceProblem, InstanceStart } from '../types.ts';
 import { INSTANCE_RESULTS } from './instance.ts';
+import { primaryWithoutTls } from './primary-tls.ts';
 import { podReport, REFUSALS } from './report.ts';
 
 export function observePostgres(
@@ -33,10 +34,12 @@ export function observePostgres(
   ) {
     systemIdentifier = own.systemIdentifier;
   }
+  const withoutTls = primaryWithoutTls(pods, primary);
   const record = {
     primary,
     ...(systemIdentifier ? { systemIdentifier } : {}),
     ...(prev?.primaryEpoch ? { epoch: prev.primaryEpoch } : {}),
+    ...(withoutTls ? { primaryWithoutTls: withoutTls } : {}),
   };
   const starts: Record<string, InstanceStart> = {};
   for (const { pod, report } of reports) {

@@ -14,7 +14,8 @@
  *       (a fresh clone when that fails); a fresh clone when its replication slot on the primary is
  *       missing or lost its WAL (max_slot_wal_keep_size); otherwise it starts as it is
  * A replica streams through a physical slot of its own (`opkit_<pod>`) with primary_conninfo and
- * primary_slot_name on the server's command line, over TLS (sslmode=verify-full against the Database's CA):
+ * primary_slot_name on the server's command line, over TLS (sslmode=verify-full against the Database's CA;
+ * sslmode=prefer only to a primary the operator named as running without TLS: primary-tls.ts):
  * nothing with a password is written to the data directory (the replication password is in a passfile on an in-memory volume, written from the env).
  *
  * Failover (failover/procedure.ts): while a failover is pending the designated primary is `none`: the
@@ -28,6 +29,7 @@
  * The outcome goes to the container's termination message (key=value lines, no secret), which the
  * kubelet puts in the pod's status: that is how the operator learns the system identifier and refusals.
  */
+import { CLUSTER_KEYS, CONFIG_DIR } from '../../desired/names.ts';
 import { designationShell } from './designation.ts';
 import { initSql } from './init-sql.ts';
 
@@ -59,7 +61,8 @@ export function slotName(pod: string): string {
  * the node keeps on disk in the container's spec), PASSFILE, TLS_CA_FILE (the CA replication verifies the
  * primary's certificate with, sslmode=verify-full); APP_USER, APP_DATABASE, APP_PASSWORD_SCRAM,
  * REPLICATION_PASSWORD_SCRAM (initdb only); optional PG_MAJOR (the declared major: the image and the data must hold it), CLUSTER_SYSTEM_ID, POSTGRES_USER, WAIT_SECONDS (for the primary, when cloning;
- * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG.
+ * default 600), REPAIR_WAIT_SECONDS (for the primary, with data; default 30), TERMINATION_LOG,
+ * PRIMARY_WITHOUT_TLS_FILE (default: the ConfigMap's mounted cluster-primary-without-tls).
  */
 export function instanceScript(): string {
   const R = INSTANCE_RESULTS;
@@ -103,6 +106,7 @@ refuse() {
 }
 
 ${designationShell()}
+primary_without_tls_file=\${PRIMARY_WITHOUT_TLS_FILE:-${CONFIG_DIR}/${CLUSTER_KEYS.primaryWithoutTls}}
 # A failover is pending: wait for the operator to name the new primary (a designation newer than now).
 wait_designation() {
   marker="$(dirname "$designation_file")/fence-wait"
@@ -135,10 +139,18 @@ write_passfile() {
   printf '*:*:*:%s:%s\\n' "$REPLICATION_USER" "$escaped" >"$PASSFILE"
   umask "$old_umask"
 }
-# Over TLS, the primary's certificate and name verified against the Database's CA.
+# Over TLS, the primary's certificate and name verified against the Database's CA; sslmode=prefer only
+# when the operator named this very primary as running without TLS (primary-tls.ts), never otherwise.
+sslmode() {
+  if [ -s "$primary_without_tls_file" ] && [ "$(head -n1 "$primary_without_tls_file")" = "$PRIMARY_POD" ]; then
+    printf prefer
+  else
+    printf verify-full
+  fi
+}
 conninfo() {
-  printf 'host=%s port=%s user=%s passfile=%s application_name=%s sslmode=verify-full sslrootcert=%s' \\
-    "$PRIMARY_HOST" "$PRIMARY_PORT" "$REPLICATION_USER" "$PASSFILE" "$POD_NAME" "$TLS_CA_FILE"
+  printf 'host=%s port=%s user=%s passfile=%s application_name=%s sslmode=%s sslrootcert=%s' \\
+    "$PRIMARY_HOST" "$PRIMARY_PORT" "$REPLICATION_USER" "$PASSFILE" "$POD_NAME" "$(sslmode)" "$TLS_CA_FILE"
 }
 # A replication command on the primary (IDENTIFY_SYSTEM, READ_REPLICATION_SLOT, DROP_REPLICATION_SLOT).
 repl() { psql -X -A -t -q -w -v ON_ERROR_STOP=1 -d "$(conninfo) dbname=replication replication=true" -c "$1"; }
@@ -258,6 +270,10 @@ elif [ "$PRIMARY_POD" = "$POD_NAME" ]; then
   fi
 fi
 if [ "$POD_NAME" = "$PRIMARY_POD" ]; then role=primary; else role=replica; fi
+if [ "$role" = replica ] && [ "$(sslmode)" = prefer ]; then
+  log "the operator says the primary $PRIMARY_POD runs without TLS (a pod from before TLS): connecting to it with sslmode=prefer, verify-full at the next restart once it serves TLS"
+  note="connected to the primary $PRIMARY_POD with sslmode=prefer: the operator saw it run without TLS"
+fi
 if [ -s "$PGDATA/PG_VERSION" ] && [ -s "$PGDATA/global/pg_control" ]; then
   id=$(local_id)
   if [ -n "$cluster_id" ] && [ "$id" != "$cluster_id" ]; then

@@ -11,7 +11,9 @@
  *   empty, any other pod                                -> clone the current primary, whatever ordinals
  *   a different system identifier than the recorded one                                -> refuse
  *   a replica with data: pg_rewind when it was a primary or its timeline differs from the primary's
- *       (a fresh clone when that fails); a fresh clone when its replication slot on the primary is
+ *       (a fresh clone when that fails), never when its control file says its recovery as a standby was
+ *       interrupted (`in archive recovery`: pg_rewind's crash recovery would end it and write WAL the
+ *       primary does not have); a fresh clone when its replication slot on the primary is
  *       missing or lost its WAL (max_slot_wal_keep_size); otherwise it starts as it is
  * A replica streams through a physical slot of its own (`opkit_<pod>`) with primary_conninfo and
  * primary_slot_name on the server's command line, over TLS (sslmode=verify-full against the Database's CA;
@@ -224,8 +226,25 @@ repair() {
     refuse ${R.foreign} "$PGDATA holds system identifier $id, the primary $PRIMARY_POD $primary_id: refusing to start. Move the data away or delete the volume of $POD_NAME so it is cloned again"
   fi
   tli=$(local_tli)
-  if [ ! -e "$PGDATA/standby.signal" ] || [ "$tli" != "$primary_tli" ]; then
-    log "timeline $tli here, $primary_tli on the primary (or a former primary): pg_rewind"
+  state=$(control 'Database cluster state')
+  rewind=''
+  case $state in
+    'in archive recovery')
+      # A standby whose recovery was interrupted (killed, evicted), a rewound former primary's included:
+      # never pg_rewind it. Not shut down cleanly, it would get pg_rewind's single-user crash recovery,
+      # which ends recovery and writes WAL the primary does not have, on the same timeline ("no rewind
+      # required", then "incorrect prev-link" for ever). It goes on as a standby (a newer timeline of the
+      # primary is followed: recovery_target_timeline=latest).
+      log "$PGDATA was a standby in recovery (timeline $tli, $primary_tli on the primary): starting it as a standby again" ;;
+    'shut down in recovery')
+      # A standby shut down cleanly: pg_rewind (no crash recovery needed) only onto another timeline.
+      if [ "$tli" != "$primary_tli" ]; then rewind=1; fi ;;
+    *)
+      # A former primary (shut down, in production, crashed), or a directory without standby.signal.
+      if [ ! -e "$PGDATA/standby.signal" ] || [ "$tli" != "$primary_tli" ]; then rewind=1; fi ;;
+  esac
+  if [ -n "$rewind" ]; then
+    log "timeline $tli here, $primary_tli on the primary (or a former primary; $state): pg_rewind"
     if pg_rewind --target-pgdata="$PGDATA" --source-server="$(conninfo) dbname=postgres" --progress >&2; then
       touch "$PGDATA/standby.signal"
       result=${R.rewound}

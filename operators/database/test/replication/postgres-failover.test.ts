@@ -104,6 +104,8 @@ describe('postgres: fence, promote, rejoin (the failover commands on real server
     const promote = await c.exec(p1, record, promoteCommand('pay-1', 4, slots));
     assert.equal(promote.code, 0, promote.stderr);
     assert.equal(promote.stdout.trim(), 'promoted');
+    // The control file already names the new timeline (a checkpoint): what pg_rewind of the former primary reads.
+    assert.equal(await c.sql(p1, 'SELECT timeline_id FROM pg_control_checkpoint()'), '2');
     const twice = await c.exec(p1, record, promoteCommand('pay-1', 4, slots));
     assert.equal(twice.code, 0, `idempotent: ${twice.stderr}`);
     const after = await state(p1, record);

@@ -124,6 +124,11 @@ SELECT pg_create_physical_replication_slot(s, true)
   FROM unnest(string_to_array(:'slots', ' ')) s
  WHERE s <> '' AND NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = s);
 EOSQL
+# The control file names the new timeline only after a checkpoint, and the one promotion requests is spread
+# out: pg_rewind of the former primary reads the timeline there, and would say "no rewind required" while
+# it still says the old one (pg_rewind's documentation asks for this CHECKPOINT). Not fatal: it is asked
+# again on the next promote call.
+${PSQL} -c 'CHECKPOINT' >/dev/null || echo "CHECKPOINT after the promotion failed; pg_rewind may see the old timeline until the next one" >&2
 echo promoted`,
     pod,
     String(epoch),

@@ -10,6 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlPlane } from '@opkit/controlplane';
+import { operatorBuildArgs } from '../../../operators/database/src/demo/in-cluster.ts';
 import { REPO_ROOT } from '../impls.ts';
 import type { Kube, KubeObject } from '../kube.ts';
 
@@ -61,21 +62,7 @@ function opkit(args: string[], timeoutMs: number): Promise<string> {
 export async function buildOperatorImage(workDir: string): Promise<string> {
   const archive = join(workDir, 'database-operator.oci.tar');
   if (existsSync(archive)) return archive;
-  await opkit(
-    [
-      'build',
-      '--context',
-      '../..',
-      '--file',
-      'Dockerfile',
-      '--image',
-      IMAGE,
-      '--archive',
-      archive,
-      '--skip-unsupported-run',
-    ],
-    900_000,
-  );
+  await opkit(operatorBuildArgs(IMAGE, archive), 900_000);
   return archive;
 }
 

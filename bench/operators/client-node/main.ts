@@ -148,18 +148,21 @@ function render(db: Database): Template | undefined {
   for (const child of out.children) {
     // Like opkit: under Retain the Secret outlives the Database, together with the data it unlocks.
     if (child.kind === 'Secret' && (db.spec.deletionPolicy ?? 'Retain') !== 'Delete') continue;
-    child.metadata!.ownerReferences = [
-      {
-        apiVersion: `${GROUP}/${VERSION}`,
-        kind: 'Database',
-        name: db.metadata.name!,
-        uid: db.metadata.uid!,
-        controller: true,
-        blockOwnerDeletion: true,
-      },
-    ];
+    child.metadata!.ownerReferences = [controllerRef(db)];
   }
   return out;
+}
+
+/** The Database as its children's controller owner reference. */
+function controllerRef(db: Database): k8s.V1OwnerReference {
+  return {
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'Database',
+    name: db.metadata.name!,
+    uid: db.metadata.uid!,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
 }
 
 function password(t: Template): string {
@@ -342,14 +345,7 @@ function serverUsable(server: k8s.V1Secret | undefined, caPem: string, hosts: st
  */
 async function ensureTls(db: Database, t: TlsTemplate, credentialsName: string): Promise<void> {
   const namespace = db.metadata.namespace!;
-  const owner = {
-    apiVersion: `${GROUP}/${VERSION}`,
-    kind: 'Database',
-    name: db.metadata.name!,
-    uid: db.metadata.uid!,
-    controller: true,
-    blockOwnerDeletion: true,
-  };
+  const owner = controllerRef(db);
   const owned = (s: k8s.V1Secret, own: boolean): k8s.V1Secret => ({
     ...s,
     metadata: { ...s.metadata, ...(own ? { ownerReferences: [owner] } : {}) },

@@ -19,6 +19,22 @@ export const IN_CLUSTER_IMAGE = 'opkit.local/database-operator:demo';
 export const MANAGER_NAMESPACE = 'database-operator-system';
 export const MANAGER_DEPLOYMENT = 'database-operator-controller-manager';
 
+/** `opkit build` of the operator's own Dockerfile into an OCI archive, run in operators/database. */
+export function operatorBuildArgs(image: string, archive: string): string[] {
+  return [
+    'build',
+    '--context',
+    '../..',
+    '--file',
+    'Dockerfile',
+    '--image',
+    image,
+    '--archive',
+    archive,
+    '--skip-unsupported-run',
+  ];
+}
+
 /** The two commands, as a user would type them in operators/database (shown, then run). */
 export function inClusterCommands(
   cluster: string,
@@ -27,21 +43,7 @@ export function inClusterCommands(
   timeoutS: number,
 ): string[][] {
   return [
-    [
-      'build',
-      '--context',
-      '../..',
-      '--file',
-      'Dockerfile',
-      '--image',
-      IN_CLUSTER_IMAGE,
-      '--archive',
-      archive,
-      '--skip-unsupported-run',
-      '--load',
-      '--cluster',
-      cluster,
-    ],
+    [...operatorBuildArgs(IN_CLUSTER_IMAGE, archive), '--load', '--cluster', cluster],
     [
       'deploy',
       '--image',

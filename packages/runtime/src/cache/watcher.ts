@@ -176,7 +176,9 @@ const ACCEPTED_WATCH_MS = 2000;
  * The longest wait before retrying a list or watch that could not reach the API server at all (no HTTP
  * answer: refused, reset, a dead connection). The backoff's sequence still advances; only its wait is
  * capped, so an informer reconnects within about 5 s after the server is back (4-5 s with the jitter).
- * An answering server (5xx, 429) gets the full backoff.
+ * An answering server (5xx, 429) gets the full backoff, started over at its first step when the server
+ * answers after a period it could not be reached: a restarting API server answers 5xx for a moment after it
+ * accepts connections again, and that first answer must not inherit the long wait the outage had grown.
  */
 export const UNREACHABLE_RETRY_MAX_MS = 5000;
 
@@ -216,10 +218,15 @@ export async function* watcher<T extends KubeObject>(
   const advance = (rv: unknown): void => {
     if (typeof rv === 'string' && rv) resourceVersion = rv;
   };
+  /** The previous failure could not reach the server at all. */
+  let wasUnreachable = false;
   /** Reports `err` and waits out the backoff; false if aborted meanwhile. */
   const backOff = async (err: unknown, phase: 'list' | 'watch'): Promise<boolean> => {
+    const unreachable = isUnreachable(err);
+    if (wasUnreachable && !unreachable) backoff.reset();
+    wasUnreachable = unreachable;
     let delayMs = backoff.next();
-    if (isUnreachable(err)) delayMs = Math.min(delayMs, UNREACHABLE_RETRY_MAX_MS);
+    if (unreachable) delayMs = Math.min(delayMs, UNREACHABLE_RETRY_MAX_MS);
     if (err instanceof TooManyRequestsError) delayMs = Math.max(delayMs, err.retryAfterSeconds * 1000);
     report(err, { phase, resourceVersion: resourceVersion ?? '', action: 'backoff', delayMs });
     return sleep(delayMs, signal, clock);

@@ -27,8 +27,10 @@ import {
   type ObjectKey,
   type ObjectList,
   type Patch,
+  Pods,
   type Resource,
   type RestClient,
+  StatefulSets,
   type WatchEvent,
   type WatchOptions,
   type WriteOptions,
@@ -274,8 +276,33 @@ export async function waitForPhase(
       200,
     );
   } catch (err) {
-    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(last?.status)}`);
+    const why = await describeInstances(client, namespace, name).catch(
+      (e: unknown) => `(not described: ${e})`,
+    );
+    throw new Error(`${(err as Error).message}; last status: ${JSON.stringify(last?.status)}; ${why}`);
   }
+}
+
+/**
+ * One line per pod of the Database (phase, node, Ready, container states) and the StatefulSet's status: what a
+ * timed-out wait needs to tell a pod that never became Ready from an operator that did not notice it did.
+ */
+export async function describeInstances(client: Client, namespace: string, name: string): Promise<string> {
+  const pods = await client.list(Pods, { namespace, labelSelector: `app.kubernetes.io/instance=${name}` });
+  const lines = pods.items.map((p) => {
+    const ready = p.status?.conditions?.find((c) => c.type === 'Ready');
+    const containers = (p.status?.containerStatuses ?? [])
+      .map(
+        (c) =>
+          `${c.name}:${c.ready ? 'ready' : 'not-ready'}${c.state?.waiting ? `(${c.state.waiting.reason})` : ''}`,
+      )
+      .join(',');
+    const scheduled = p.status?.conditions?.find((c) => c.type === 'PodScheduled');
+    return `${p.metadata.name} phase=${p.status?.phase} node=${p.spec?.nodeName ?? '-'} ready=${ready?.status ?? '-'}${ready?.reason ? `(${ready.reason})` : ''} scheduled=${scheduled?.status ?? '-'}${scheduled?.message ? `(${scheduled.message})` : ''} deleting=${p.metadata.deletionTimestamp ? 'yes' : 'no'} containers=${containers || '-'}`;
+  });
+  const sts = await client.get(StatefulSets, { namespace, name }).catch(() => undefined);
+  const stsStatus = sts ? JSON.stringify(sts.status) : 'no StatefulSet';
+  return `pods: [${lines.join('; ')}]; StatefulSet status: ${stsStatus}`;
 }
 
 /** Marks every node (un)schedulable: with no schedulable node, new pods stay Pending and never get Ready. */

@@ -146,11 +146,12 @@ export class ShortWatchError extends Error {
 
 export const DEFAULT_PAGE_SIZE = 500;
 /**
- * Whether watchers stream their initial state by default: off (LIST pages) unless `OPKIT_WATCH_LIST=true`
- * (or `1`) is in the environment, as client-go's `KUBE_FEATURE_WatchListClient` switches it: to measure
- * it (bench/) before it becomes the default.
+ * Whether watchers stream their initial state by default: on (`sendInitialEvents`, as client-go 1.34's
+ * WatchListClient: no LIST at start-up, each object parsed as it arrives), unless `OPKIT_WATCH_LIST=false`
+ * (or `0`) is in the environment, as client-go's `KUBE_FEATURE_WatchListClient` switches it. A server
+ * without the WatchList feature refuses the watch (400/422) and the watcher lists from then on anyway.
  */
-export const DEFAULT_WATCH_LIST = /^(true|1)$/i.test(process.env.OPKIT_WATCH_LIST ?? '');
+export const DEFAULT_WATCH_LIST = !/^(false|0)$/i.test(process.env.OPKIT_WATCH_LIST ?? '');
 /** The annotation of the bookmark that ends the initial events of a `sendInitialEvents` watch. */
 const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 /** The default watch timeout is random in [MIN, MIN * 1.4) seconds: 25-35 s. */
@@ -312,7 +313,7 @@ export async function* watcher<T extends KubeObject>(
         .watch(resource, {
           ...selectors,
           ...(initial
-            ? { sendInitialEvents: true }
+            ? { sendInitialEvents: true, allowWatchBookmarks: true }
             : { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true }),
           timeoutSeconds,
           signal: ctrl.signal,

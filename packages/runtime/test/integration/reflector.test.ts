@@ -400,6 +400,7 @@ describe('reflector against a real API server (watch cache on)', { timeout: 240_
     const errors: unknown[] = [];
     const informer = new SharedInformer(gated, ConfigMaps, {
       namespace: ns,
+      watchList: false, // counts LISTs (the relist through initial events: the watchList test above)
       backoff: { initialMs: 100, maxMs: 1000 },
       onError: (err) => errors.push(err),
     });
@@ -462,6 +463,7 @@ describe('reflector against a real API server (watch cache off: etcd compaction 
     const errors: { err: unknown; ctx: InformerErrorContext }[] = [];
     const informer = new SharedInformer(gated, ConfigMaps, {
       namespace: ns,
+      watchList: false, // counts LISTs
       // The server ends each watch after 1 s; the next one is then held at the gate.
       watchTimeoutSeconds: 1,
       backoff: { initialMs: 100, maxMs: 1000 },
@@ -522,6 +524,53 @@ describe('reflector against a real API server (watch cache off: etcd compaction 
       ].sort(),
       'one event per real change (intermediate states collapsed by the relist); unchanged objects: none',
     );
+    ac.abort();
+    await running;
+  });
+});
+
+describe('reflector against a real API server with the WatchList feature off', { timeout: 240_000 }, () => {
+  let cp: ControlPlane;
+  let rest: RestClient;
+
+  before(
+    async () => {
+      cp = await start({ mode: 'apiserver', apiServerArgs: ['--feature-gates=WatchList=false'] });
+      rest = createClient(loadConfig({ kubeconfig: cp.kubeconfigPath }), { fieldManager: 'reflector-test' });
+    },
+    { timeout: 180_000 },
+  );
+  after(async () => {
+    rest?.close();
+    await cp?.stop();
+  });
+
+  test('the default (watchList) falls back to LIST once the server refuses sendInitialEvents, and stays there', async () => {
+    const ns = 'nowatchlist';
+    await rest.create(Namespaces, { metadata: { name: ns } });
+    for (let i = 0; i < 5; i++) await rest.create(ConfigMaps, cm(ns, `n${i}`));
+    const gated = new GatedClient(rest);
+    const errors: { err: unknown; ctx: InformerErrorContext }[] = [];
+    const informer = new SharedInformer(gated, ConfigMaps, {
+      namespace: ns,
+      watchTimeoutSeconds: 1, // re-watches every second: they must not ask for initial events again
+      backoff: { initialMs: 100, maxMs: 1000 },
+      onError: (err, ctx) => errors.push({ err, ctx }),
+    });
+    const t = tracker();
+    informer.addEventHandler(t.handler);
+    const ac = new AbortController();
+    const running = informer.start(ac.signal);
+    assert.equal(await informer.waitForSync(), true);
+    assert.equal(informer.store.listByNamespace(ns).length, 5);
+    assert.equal(gated.lists, 1, 'listed once, after the refusal');
+    const refusals = errors.filter((e) => 'action' in e.ctx && e.ctx.action === 'relist');
+    assert.equal(refusals.length, 1, `one refusal reported: ${errors.map((e) => String(e.err)).join('; ')}`);
+    await rest.create(ConfigMaps, cm(ns, 'later'));
+    await assertConverges(rest, informer, ns);
+    await sleep(2500); // two more watch timeouts
+    assert.equal(gated.lists, 1, 'no relist: the re-watches resume from the resourceVersion');
+    assert.equal(errors.length, 1, String(errors.at(-1)?.err));
     ac.abort();
     await running;
   });

@@ -667,16 +667,21 @@ describe('watcher', () => {
       assert.equal(w2.opts.resourceVersion, '10');
     });
 
-    it('is off by default (LIST pages), unless OPKIT_WATCH_LIST=true', async () => {
+    it('is on by default (no LIST), unless OPKIT_WATCH_LIST=false', async () => {
       const client = new ScriptedClient();
       const ac = new AbortController();
       cleanups.push(() => ac.abort());
       const gen = watcher(client, ConfigMaps, { signal: ac.signal, clock: new FakeClock() });
       void take(gen, 1).catch(() => {});
       await tick();
-      const on = process.env.OPKIT_WATCH_LIST === 'true';
-      assert.equal(DEFAULT_WATCH_LIST, on);
-      assert.equal(client.listCalls.length, on ? 0 : 1);
+      const off = /^(false|0)$/i.test(process.env.OPKIT_WATCH_LIST ?? '');
+      assert.equal(DEFAULT_WATCH_LIST, !off);
+      assert.equal(client.listCalls.length, off ? 1 : 0);
+      if (!off) {
+        const w = await client.nextWatch();
+        assert.equal(w.opts.sendInitialEvents, true);
+        assert.equal(w.opts.allowWatchBookmarks, true, 'the API server requires bookmarks with it');
+      }
     });
   });
 });

@@ -55,16 +55,17 @@ describe('Cache', () => {
     const client = await seeded();
     const cache = new Cache(client);
     void cache.start(signal());
-    assert.equal(client.actions({ verb: 'list' }).length, 0, 'nothing listed before the first read');
+    assert.equal(client.actions({ verb: ['list', 'watch'] }).length, 0, 'nothing read before the first read');
     const one = await cache.get(ConfigMaps, { namespace: 'a', name: 'one' });
     assert.equal(one?.data?.v, 'one');
     assert.ok(Object.isFrozen(one));
     assert.equal(one?.metadata.managedFields, undefined);
     assert.equal(await cache.get(ConfigMaps, { namespace: 'a', name: 'missing' }), undefined);
     assert.equal((await cache.get(Namespaces, { name: 'a' }))?.metadata.name, 'a');
-    // one informer (one list) per resource, shared by all reads
+    // one informer (one watch streaming the initial state, no LIST) per resource, shared by all reads
     await cache.list(ConfigMaps);
-    assert.equal(client.actions({ verb: 'list', resource: ConfigMaps }).length, 1);
+    assert.equal(client.actions({ verb: 'watch', resource: ConfigMaps }).length, 1);
+    assert.equal(client.actions({ verb: 'list' }).length, 0, 'watchList by default: no LIST');
     assert.equal(cache.hasSynced(), true);
     assert.equal(cache.getInformer(ConfigMaps), cache.getInformer(ConfigMaps));
   });
@@ -121,12 +122,32 @@ describe('Cache', () => {
       ['one'],
     );
     assert.deepEqual(all[0]!.data, { slim: 'yes' });
-    const listCall = client.actions({ verb: 'list', resource: ConfigMaps })[0]!;
-    assert.equal(listCall.namespace, 'a', 'the namespace restriction is sent to the API');
+    const watchCall = client.actions({ verb: 'watch', resource: ConfigMaps })[0]!;
+    assert.equal(watchCall.namespace, 'a', 'the namespace restriction is sent to the API');
     await assert.rejects(cache.get(ConfigMaps, { namespace: 'b', name: 'three' }), NamespaceNotCachedError);
     await assert.rejects(cache.list(ConfigMaps, { namespace: 'b' }), NamespaceNotCachedError);
     // Cluster-scoped resources ignore the namespace scope.
     assert.equal((await cache.list(Namespaces)).length, 1);
+  });
+
+  it('with watchList off, lists (page by page) with the namespace and selectors, then watches', async () => {
+    const client = await seeded();
+    const cache = new Cache(client, {
+      watchList: false,
+      byResource: [forResource(ConfigMaps, { namespace: 'a', labelSelector: 'app=web' })],
+    });
+    void cache.start(signal());
+    assert.deepEqual(
+      (await cache.list(ConfigMaps)).map((o) => o.metadata.name),
+      ['one'],
+    );
+    const lists = client.actions({ verb: 'list', resource: ConfigMaps });
+    assert.equal(lists.length, 1);
+    assert.equal(lists[0]!.namespace, 'a', 'the namespace restriction is sent to the API');
+    await until(() => client.actions({ verb: 'watch', resource: ConfigMaps }).length === 1, 'the watch');
+    await client.create(ConfigMaps, cm('a', 'four', { app: 'web' }));
+    const informer = cache.getInformer(ConfigMaps);
+    await until(() => informer.store.has('a/four'), 'the new object in the cache');
   });
 
   it('applies a cache-wide default namespace and transform', async () => {
@@ -194,8 +215,8 @@ describe('Cache', () => {
       undefined,
     );
     assert.ok(watched.hasSynced());
-    const lists = client.actions({ verb: 'list' }).filter((a) => a.resource === ConfigMaps);
-    assert.equal(lists.length, 1, "only the watch's informer listed: the reads did not start another");
+    const watches = client.actions({ verb: 'watch' }).filter((a) => a.resource === ConfigMaps);
+    assert.equal(watches.length, 1, "only the watch's informer watched: the reads did not start another");
     // Other selectors: the resource's informer (namespace "b") filters in memory.
     await assert.rejects(
       cache.list(ConfigMaps, { namespace: 'a', labelSelector: 'app=db' }),
@@ -212,7 +233,8 @@ describe('Cache', () => {
 
   it('waitForCacheSync waits for start and for every informer, and returns false on abort', async () => {
     const client = new ScriptedClient();
-    const cache = new Cache(client);
+    // LIST pages: the scripted answers are lists.
+    const cache = new Cache(client, { watchList: false });
     cache.getInformer(ConfigMaps);
     const ac = new AbortController();
     const early = cache.waitForCacheSync(ac.signal);

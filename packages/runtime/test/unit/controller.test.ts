@@ -643,7 +643,8 @@ describe('Controller', () => {
     // An informer that can never sync: every list is forbidden (RBAC), retried with backoff forever.
     const api = new FakeClient();
     api.onRequest((req) => {
-      if (req.verb === 'list' && req.resource === Secrets) throw new Error('forbidden: secrets');
+      if ((req.verb === 'list' || req.verb === 'watch') && req.resource === Secrets)
+        throw new Error('forbidden: secrets');
     });
     const reads = new Cache(api, { backoff: { initialMs: 5, maxMs: 5 } });
     const stopCache = new AbortController();

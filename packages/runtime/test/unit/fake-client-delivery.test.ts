@@ -129,11 +129,12 @@ describe('FakeClient: eventDelivery (per-watch delays)', () => {
     const fake = new FakeClient({
       eventDelivery: { delayMs: (watch) => (watch.resource === Secrets ? 3_600_000 : 0) },
     });
-    const cache = new Cache(fake);
+    // LIST pages: lists are not delayed (initial events streamed through the delayed watch would be).
+    const cache = new Cache(fake, { watchList: false });
     const stop = new AbortController();
     const running = cache.start(stop.signal);
     await cache.list(ConfigMaps);
-    await cache.list(Secrets); // both informers synced (lists are not delayed)
+    await cache.list(Secrets); // both informers synced
     await fake.create(Secrets, { metadata: { namespace: 'default', name: 's' } });
     await fake.create(ConfigMaps, cm('c', '1'));
     const key = { namespace: 'default', name: 'c' };

@@ -70,6 +70,7 @@ describe('informer error logging', () => {
       const client = new ScriptedClient();
       const r = new Reflector(client, ConfigMaps, {
         backoff,
+        watchList: false, // restartScript scripts LIST answers
         onError: (err, ctx) => logInformerError(logger, err, { ...ctx, resource: 'core/v1/configmaps' }),
       });
       const ac = new AbortController();
@@ -105,7 +106,7 @@ describe('informer error logging', () => {
   }, async () => {
     const { lines, logger } = capture('info');
     const client = new ScriptedClient();
-    const mgr = await createManager({ client, logger, cache: { backoff } });
+    const mgr = await createManager({ client, logger, cache: { backoff, watchList: false } });
     mgr.cache.getInformer(ConfigMaps);
     const ac = new AbortController();
     const run = mgr.cache.start(ac.signal);

@@ -8,6 +8,7 @@ import { SharedInformer } from '../../src/cache/informer.ts';
 import type { ResourceEventHandler } from '../../src/cache/reflector.ts';
 import { MalformedObjectError } from '../../src/cache/reflector.ts';
 import type { DeepReadonly } from '../../src/cache/store.ts';
+import type { WatchOptions } from '../../src/client/types.ts';
 import { FakeClient } from '../../src/testing/fake-client.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 
@@ -99,7 +100,7 @@ describe('SharedInformer', () => {
   it('re-delivers onUpdate(obj, obj) on resync, and only when enabled', async () => {
     const client = new ScriptedClient();
     const clock = new FakeClock();
-    const inf = new SharedInformer(client, ConfigMaps, { clock, resyncPeriodMs: 10_000 });
+    const inf = new SharedInformer(client, ConfigMaps, { clock, resyncPeriodMs: 10_000, watchList: false });
     const rec: string[] = [];
     inf.addEventHandler(recorder(rec));
     client.queueList(ConfigMaps, {
@@ -125,7 +126,8 @@ describe('SharedInformer', () => {
     assert.equal(rec.length, 4, 'no resync after stop');
     assert.equal(clock.pendingTimers(), 0);
 
-    const off = new SharedInformer(new ScriptedClient(), ConfigMaps, { clock });
+    // A pending LIST starts no timer (a watch would start its silence timer).
+    const off = new SharedInformer(new ScriptedClient(), ConfigMaps, { clock, watchList: false });
     void off.start(signal());
     assert.equal(clock.pendingTimers(), 0, 'resync is off by default: no timer');
   });
@@ -150,69 +152,83 @@ describe('SharedInformer', () => {
     assert.equal(inf.started, true);
   });
 
-  it('keeps its store right across watch closes, errors and compaction (store == fresh list)', async () => {
-    const client = new FakeClient();
-    const inf = new SharedInformer(client, ConfigMaps, {
-      namespace: 'ns',
-      backoff: { initialMs: 1, maxMs: 5 },
-    });
-    // Rebuild state purely from handler events: must end equal to the API's state too.
-    const seen = new Map<string, string>();
-    inf.addEventHandler({
-      onAdd: (o) => seen.set(o.metadata.name!, o.metadata.resourceVersion!),
-      onUpdate: (_a, b) => seen.set(b.metadata.name!, b.metadata.resourceVersion!),
-      onDelete: (o) => seen.delete(o.metadata.name!),
-    });
-    void inf.start(signal());
-    await inf.waitForSync();
-    let seed = 42;
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31;
-      return seed % n;
-    };
-    for (let i = 0; i < 300; i++) {
-      const name = `o${rand(15)}`;
-      const op = rand(10);
-      const existing = client.getStored(ConfigMaps, `ns/${name}`);
-      if (!existing) await client.create(ConfigMaps, cm(name, { i: String(i) }));
-      else if (op < 6)
-        await client.patch(
-          ConfigMaps,
-          { namespace: 'ns', name },
-          { type: 'merge', body: { data: { i: String(i) } } },
-        );
-      else await client.delete(ConfigMaps, { namespace: 'ns', name });
-      if (op === 7) client.closeWatches();
-      if (op === 8 && rand(3) === 0) {
-        client.compact();
-        client.closeWatches();
+  for (const watchList of [true, false]) {
+    const how = watchList ? 'initial events through the watch' : 'LIST pages';
+    it(`keeps its store right across watch closes, errors and compaction (store == fresh list; ${how})`, async () => {
+      const client = new FakeClient();
+      // Each (re)list: a LIST, or a watch streaming the initial state.
+      let initialReads = 0;
+      client.onRequest((req) => {
+        if (req.verb === 'list' || (req.verb === 'watch' && (req.options as WatchOptions).sendInitialEvents))
+          initialReads++;
+      });
+      const inf = new SharedInformer(client, ConfigMaps, {
+        namespace: 'ns',
+        watchList,
+        backoff: { initialMs: 1, maxMs: 5 },
+      });
+      // Rebuild state purely from handler events: must end equal to the API's state too.
+      const seen = new Map<string, string>();
+      inf.addEventHandler({
+        onAdd: (o) => seen.set(o.metadata.name!, o.metadata.resourceVersion!),
+        onUpdate: (_a, b) => seen.set(b.metadata.name!, b.metadata.resourceVersion!),
+        onDelete: (o) => seen.delete(o.metadata.name!),
+      });
+      void inf.start(signal());
+      await inf.waitForSync();
+      let seed = 42;
+      const rand = (n: number) => {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        return seed % n;
+      };
+      for (let i = 0; i < 300; i++) {
+        const name = `o${rand(15)}`;
+        const op = rand(10);
+        const existing = client.getStored(ConfigMaps, `ns/${name}`);
+        if (!existing) await client.create(ConfigMaps, cm(name, { i: String(i) }));
+        else if (op < 6)
+          await client.patch(
+            ConfigMaps,
+            { namespace: 'ns', name },
+            { type: 'merge', body: { data: { i: String(i) } } },
+          );
+        else await client.delete(ConfigMaps, { namespace: 'ns', name });
+        if (op === 7) client.closeWatches();
+        if (op === 8 && rand(3) === 0) {
+          client.compact();
+          client.closeWatches();
+        }
+        if (op === 9 && rand(4) === 0) await tick();
       }
-      if (op === 9 && rand(4) === 0) await tick();
-    }
-    const relists = client.actions({ verb: 'list' }).length - 1;
-    assert.ok(relists >= 1, `compaction forced relists (${relists})`);
-    const fresh = await client.list(ConfigMaps, { namespace: 'ns' });
-    await until(
-      () =>
-        inf.store.size === fresh.items.length &&
-        fresh.items.every(
-          (o) =>
-            inf.store.get(`ns/${o.metadata.name}`)?.metadata.resourceVersion === o.metadata.resourceVersion,
-        ),
-      'store to converge',
-      5000,
-    );
-    assert.deepEqual(
-      new Map(fresh.items.map((o) => [o.metadata.name!, o.metadata.resourceVersion!])),
-      seen,
-      'handlers saw every final state',
-    );
-  });
+      const relists = initialReads - 1;
+      if (watchList) assert.equal(client.actions({ verb: 'list' }).length, 0, 'no LIST');
+      assert.ok(relists >= 1, `compaction forced relists (${relists})`);
+      const fresh = await client.list(ConfigMaps, { namespace: 'ns' });
+      await until(
+        () =>
+          inf.store.size === fresh.items.length &&
+          fresh.items.every(
+            (o) =>
+              inf.store.get(`ns/${o.metadata.name}`)?.metadata.resourceVersion === o.metadata.resourceVersion,
+          ),
+        'store to converge',
+        5000,
+      );
+      assert.deepEqual(
+        new Map(fresh.items.map((o) => [o.metadata.name!, o.metadata.resourceVersion!])),
+        seen,
+        'handlers saw every final state',
+      );
+    });
+  }
 
   it('a malformed watch event does not stop the informer: later events still reach handlers and store', async () => {
     const client = new ScriptedClient();
     const errors: { err: unknown; ctx: InformerErrorContext }[] = [];
-    const inf = new SharedInformer(client, ConfigMaps, { onError: (err, ctx) => errors.push({ err, ctx }) });
+    const inf = new SharedInformer(client, ConfigMaps, {
+      watchList: false, // scripted LIST answers
+      onError: (err, ctx) => errors.push({ err, ctx }),
+    });
     const rec: string[] = [];
     inf.addEventHandler(recorder(rec));
     let stopped = false;
@@ -255,6 +271,7 @@ describe('SharedInformer', () => {
     const client = new ScriptedClient();
     const errors: { err: unknown; ctx: InformerErrorContext }[] = [];
     const inf = new SharedInformer(client, ConfigMaps, {
+      watchList: false, // scripted LIST answers
       backoff: new FaultyBackoff({ initialMs: 5, maxMs: 5, jitter: 0 }),
       onError: (err, ctx) => errors.push({ err, ctx }),
     });

@@ -96,7 +96,8 @@ describe('Manager', () => {
       release = r;
     });
     fake.onRequest(async (req) => {
-      if (req.verb === 'list' && req.resource === ConfigMaps) await gate;
+      // The informer's initial state: a watch streaming it (watchList, the default) or a LIST.
+      if ((req.verb === 'list' || req.verb === 'watch') && req.resource === ConfigMaps) await gate;
     });
     const mgr = manager(fake);
     mgr.cache.getInformer(ConfigMaps);
@@ -345,9 +346,9 @@ describe('Manager', () => {
 
   test('caches that never sync: start() rejects with CacheSyncTimeoutError naming them; /readyz 503 meanwhile', async () => {
     const fake = new FakeClient();
-    // Listing secrets is forbidden (RBAC), every time: that informer can never sync.
+    // Listing and watching secrets is forbidden (RBAC), every time: that informer can never sync.
     fake.onRequest((req) => {
-      if (req.verb === 'list' && req.resource === Secrets) {
+      if ((req.verb === 'list' || req.verb === 'watch') && req.resource === Secrets) {
         throw new ForbiddenError({
           kind: 'Status',
           code: 403,
@@ -385,14 +386,15 @@ describe('Manager', () => {
     );
     assert.deepEqual(log, [], 'controllers never started');
     assert.equal(fake.activeWatches(), 0, 'the cache was stopped');
-    assert.ok(fake.actions({ verb: 'list', resource: Secrets }).length > 1, 'it kept retrying');
+    assert.ok(fake.actions({ verb: 'watch', resource: Secrets }).length > 1, 'it kept retrying');
     await assert.rejects(fetch(`http://${mgr.healthProbeAddress}/readyz`), 'servers are closed');
   });
 
   test('the cache sync timeout defaults to 120 s (on the manager clock)', async () => {
     const fake = new FakeClient();
     fake.onRequest((req) => {
-      if (req.verb === 'list' && req.resource === Secrets) throw internalError('no such resource');
+      if ((req.verb === 'list' || req.verb === 'watch') && req.resource === Secrets)
+        throw internalError('no such resource');
     });
     const clock = new FakeClock(Date.now());
     const mgr = manager(fake, { clock, cache: { backoff: { initialMs: 5, maxMs: 20 } } });
@@ -408,7 +410,7 @@ describe('Manager', () => {
         state.settled = e;
       },
     );
-    await until(() => fake.actions({ verb: 'list' }).length >= 2);
+    await until(() => fake.actions({ verb: 'watch' }).length >= 2);
     await clock.advanceAsync(119_999);
     assert.equal(outcome(), undefined, 'still waiting');
     await clock.advanceAsync(1);

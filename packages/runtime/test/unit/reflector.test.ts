@@ -284,11 +284,12 @@ describe('Reflector.apply (pure event handling)', () => {
 });
 
 describe('Reflector.run (with a scripted API)', () => {
+  // These script LIST answers: LIST pages (watchList's initial events: cache-watcher.test.ts).
   it('clean close: re-watch from the last resourceVersion, no relist, no events', async () => {
     const client = new ScriptedClient();
     const ac = new AbortController();
     cleanups.push(() => ac.abort());
-    const r = new Reflector(client, ConfigMaps, { clock: new FakeClock() });
+    const r = new Reflector(client, ConfigMaps, { clock: new FakeClock(), watchList: false });
     const rec: Rec = [];
     r.addListener(recorder(rec));
     client.queueList(ConfigMaps, { items: [cm('a', '1')], resourceVersion: '10' });
@@ -311,7 +312,7 @@ describe('Reflector.run (with a scripted API)', () => {
     const client = new ScriptedClient();
     const ac = new AbortController();
     cleanups.push(() => ac.abort());
-    const r = new Reflector(client, ConfigMaps, { clock: new FakeClock() });
+    const r = new Reflector(client, ConfigMaps, { clock: new FakeClock(), watchList: false });
     const rec: Rec = [];
     r.addListener(recorder(rec));
     client.queueList(ConfigMaps, {
@@ -341,6 +342,7 @@ describe('Reflector.run (with a scripted API)', () => {
     const errors: ReflectorErrorContext[] = [];
     const r = new Reflector(client, ConfigMaps, {
       clock: new FakeClock(),
+      watchList: false,
       onError: (_e, ctx) => errors.push(ctx),
     });
     const rec: Rec = [];
@@ -375,7 +377,7 @@ describe('Reflector.run (with a scripted API)', () => {
   it('stops cleanly on abort and refuses a second concurrent run', async () => {
     const client = new ScriptedClient();
     const ac = new AbortController();
-    const r = new Reflector(client, ConfigMaps);
+    const r = new Reflector(client, ConfigMaps, { watchList: false });
     client.queueList(ConfigMaps, { items: [], resourceVersion: '1' });
     const running = r.run(ac.signal);
     await until(() => client.watches.length === 1, 'watch');

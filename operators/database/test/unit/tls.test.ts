@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { before, beforeEach, describe, test } from 'node:test';
+import { before, beforeEach, describe, mock, test } from 'node:test';
 import { type Secret, Secrets } from '@opkit/runtime';
 import { FakeClient } from '@opkit/runtime/testing';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
@@ -22,7 +22,7 @@ import {
   connectionUri,
   serverHosts,
 } from '../../src/controllers/database/desired/tls.ts';
-import { postgresConf } from '../../src/controllers/database/engines/index.ts';
+import { engineFor, postgresConf } from '../../src/controllers/database/engines/index.ts';
 import { type ReconcilerDeps, reconcileDatabase } from '../../src/controllers/database/index.ts';
 import {
   type CertificatePem,
@@ -324,6 +324,25 @@ describe('reconcile: the TLS Secrets', () => {
       client.writes({ resource: Secrets }).map((w) => `${w.verb} ${w.name}`),
       ['patch orders-server'],
     );
+  });
+
+  test('a reconcile that finds the credentials Secret derives its verifiers from the stored passwords only (no new passwords drawn)', async () => {
+    await create();
+    await reconcile();
+    const creds = decoded(get('orders-credentials'));
+    const engine = engineFor('postgres') as {
+      derivedSecretData: NonNullable<ReturnType<typeof engineFor>['derivedSecretData']>;
+    };
+    const derive = mock.method(engine, 'derivedSecretData');
+    try {
+      await reconcile();
+      assert.equal(derive.mock.callCount(), 1, 'the missing keys are computed once, from the Secret');
+      const plain = derive.mock.calls[0]?.arguments[1] ?? {};
+      for (const k of ['admin-password', 'app-password', 'replication-password'])
+        assert.equal(plain[k], creds[k], k);
+    } finally {
+      derive.mock.restore();
+    }
   });
 
   test('a password changed in the credentials Secret reaches the app Secret; keys edited in it are put back', async () => {

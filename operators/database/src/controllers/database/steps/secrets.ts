@@ -46,8 +46,9 @@ function secretOwners(
 }
 
 export async function ensureCredentials(run: Run): Promise<void> {
-  const full = credentialsSecret(run.spec) as Secret;
-  const name = full.metadata.name ?? '';
+  // The whole Secret (new random passwords and, for postgres, their SCRAM verifiers: PBKDF2, 4096 rounds
+  // each) is only built when there is none to keep: most reconciles find it.
+  const name = childNames(run.spec).secret;
   const key = { namespace: run.ns, name };
   await run.step('Secret', name, async () => {
     // The cache only shows labelled Secrets (and may lag): a create that finds one already there
@@ -58,6 +59,7 @@ export async function ensureCredentials(run: Run): Promise<void> {
       // Never new passwords for data initialized with the old ones.
       const claims = await existingDataClaims(run);
       if (claims.length > 0) throw new CredentialsMissingError(name, run.ns, run.db, claims);
+      const full = credentialsSecret(run.spec);
       const desired = run.spec.spec.deletionPolicy === 'Delete' ? run.own(full) : full;
       try {
         const created = await run.client.create(Secrets, desired, { signal: run.signal });

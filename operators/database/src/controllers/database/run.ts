@@ -19,6 +19,7 @@ import {
 } from '@opkit/runtime';
 import { type Database, Databases, type DefaultedDatabase } from '../../api/v1/database.ts';
 import type { ReconcilerDeps } from './deps.ts';
+import { withDefaults } from './desired/defaults.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { ChildError } from './errors.ts';
 import { checkOwnership } from './ownership.ts';
@@ -70,7 +71,7 @@ export class Run {
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
     this.db = db;
-    this.spec = Databases.applyDefaults(db) as DefaultedDatabase;
+    this.spec = withDefaults(db);
     this.ns = db.metadata.namespace ?? 'default';
     this.storageSize = String(this.spec.spec.storage);
     this.signal = signal;

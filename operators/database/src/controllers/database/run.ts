@@ -6,6 +6,7 @@ import {
   type CreateOrUpdateResult,
   createOrUpdate,
   DEFAULT_WRITE_ATTEMPTS,
+  deepCopy,
   isBeingDeleted,
   isControlledBy,
   type KubeObject,
@@ -139,7 +140,7 @@ export class Run {
         want.metadata.namespace ??= this.ns;
         if (live) {
           checkOwnership(res.kind, live, this.db);
-          want.metadata.ownerReferences = structuredClone(live.metadata.ownerReferences ?? []);
+          want.metadata.ownerReferences = deepCopy(live.metadata.ownerReferences ?? []);
         }
         setControllerReference(this.db, want, Databases.resource);
         const current = live;

@@ -4,6 +4,7 @@
  */
 import {
   AlreadyExistsError,
+  deepCopy,
   hasOwnerReference,
   isControlledBy,
   type OwnerReference,
@@ -37,7 +38,7 @@ function secretOwners(
   const refs = existing.metadata.ownerReferences ?? [];
   if (controlled) {
     if (isControlledBy(existing, run.db)) return undefined;
-    const copy = { metadata: { namespace: run.ns, ownerReferences: structuredClone(refs) } } as Secret;
+    const copy = { metadata: { namespace: run.ns, ownerReferences: deepCopy(refs) } } as Secret;
     return setControllerReference(run.db, copy, Databases.resource).metadata.ownerReferences ?? [];
   }
   if (!hasOwnerReference(existing, run.db)) return undefined;

@@ -82,6 +82,21 @@ describe('pki: the CA and the server certificate', () => {
     assert.ok(new Date(cert.validTo).getTime() > days(3649).getTime());
   });
 
+  test('inspected again: the same answer, read once (frozen); checked against another CA or with another key: read anew', async () => {
+    const first = inspectCertificate(server.certPem, server.keyPem, ca.certPem);
+    assert.equal(inspectCertificate(server.certPem, server.keyPem, ca.certPem), first);
+    assert.ok(Object.isFrozen(first));
+    assert.ok('facts' in first && Object.isFrozen(first.facts.hosts));
+    const other = await generateCa('shop/other', NOW);
+    const against = inspectCertificate(server.certPem, server.keyPem, other.certPem);
+    assert.ok('facts' in against && against.facts.signedByCa === false);
+    const wrongKey = inspectCertificate(server.certPem, other.keyPem, ca.certPem);
+    assert.ok('facts' in wrongKey && !wrongKey.facts.keyMatches);
+    const noCa = inspectCertificate(server.certPem, server.keyPem);
+    assert.ok('facts' in noCa && noCa.facts.signedByCa === undefined);
+    assert.equal(inspectCertificate(server.certPem, server.keyPem, ca.certPem), first);
+  });
+
   test('the server certificate: signed by the CA, for serverAuth, every name (and an IP), 90 days', () => {
     const cert = new X509Certificate(server.certPem);
     const caCert = new X509Certificate(ca.certPem);

@@ -457,6 +457,41 @@ describe('reconcile: the TLS Secrets', () => {
     assert.ok(!recorder.events.some((e) => e.reason === 'CARegenerated'));
   });
 
+  test('a new Database: its TLS Secrets created without asking the API about each first; one the cache does not show yet is found by the create and adopted, not replaced', async () => {
+    await create();
+    await reconcile();
+    const reads = client
+      .actions({ resource: Secrets })
+      .filter((a) => a.verb === 'get')
+      .map((a) => a.name);
+    // The test's reader (the cache) reads through the client too: one read each is the cache's.
+    assert.deepEqual(
+      reads.filter((n) => ['orders-ca', 'orders-server', 'orders-app'].includes(n ?? '')),
+      ['orders-ca', 'orders-server', 'orders-app'],
+      'each TLS Secret looked up in the cache only, not read from the API again',
+    );
+    // The Database deleted and made again while the cache does not show the retained CA yet.
+    const ca = get('orders-ca');
+    await client.delete(Databases.resource, KEY);
+    for (const n of ['orders-server', 'orders-app', 'orders-credentials'])
+      if (get(n)?.metadata.ownerReferences?.length) await client.delete(Secrets, { namespace: NS, name: n });
+    const inner = managedOnlyReader(client);
+    deps = {
+      ...deps,
+      reader: {
+        ...inner,
+        get: async (res, key) => (key.name === 'orders-ca' ? undefined : inner.get(res, key)),
+      },
+    };
+    await create();
+    await reconcile();
+    assert.equal(get('orders-ca')?.metadata.resourceVersion, ca?.metadata.resourceVersion, 'not rewritten');
+    const s = decoded(get('orders-server'));
+    const i = inspectCertificate(s['tls.crt'], s['tls.key'], decoded(ca)['ca.crt']);
+    assert.ok('facts' in i && i.facts.signedByCa, 'the server certificate is signed by the retained CA');
+    assert.ok(!recorder.events.some((e) => e.reason === 'CARegenerated'));
+  });
+
   test('MySQL gets none of them', async () => {
     await create({ engine: 'mysql', version: '8.4' });
     await reconcile();

@@ -135,13 +135,21 @@ export async function ensureCredentials(run: Run): Promise<void> {
   });
 }
 
-/** The SecretStore of the TLS step: ownership checked, created or merge-patched (RBAC: no update). */
-function secretStore(run: Run): SecretStore {
+/**
+ * The SecretStore of the TLS step: ownership checked, created or merge-patched (RBAC: no update).
+ * `fromApi` false: a Secret the cache does not show is taken to be missing, and the create that follows
+ * finds out otherwise (AlreadyExists: see withTlsStore); true: the API is asked about it.
+ */
+function secretStore(run: Run, fromApi: boolean): SecretStore {
   return {
     live: async (name) => {
       const cached = await run.deps.reader.get(Secrets, { namespace: run.ns, name });
-      // The cache hides unlabelled Secrets: the API decides whether there is one before a create.
-      const live = cached ? withTypeMeta(Secrets, cached) : await run.fresh(Secrets, name);
+      // The cache hides unlabelled Secrets: the API decides whether there is one (see withTlsStore).
+      const live = cached
+        ? withTypeMeta(Secrets, cached)
+        : fromApi
+          ? await run.fresh(Secrets, name)
+          : undefined;
       if (live) checkOwnership('Secret', live, run.db);
       return live;
     },
@@ -199,12 +207,26 @@ async function putSecret(
   return keys;
 }
 
+/**
+ * Runs a TLS step on what the cache shows (a new Database's Secrets: no GET that answers 404 before each
+ * create); when a create finds a Secret there after all (one the cache hides: not labelled, or not seen
+ * yet), runs it again on what the API says, deciding as if it had asked first.
+ */
+async function withTlsStore<T>(run: Run, step: (store: SecretStore) => Promise<T>): Promise<T> {
+  try {
+    return await step(secretStore(run, false));
+  } catch (err) {
+    if (!(err instanceof AlreadyExistsError)) throw err;
+    return step(secretStore(run, true));
+  }
+}
+
 /** postgres: the CA, the server certificate (tls/step.ts). */
 export async function ensureTlsSecrets(run: Run): Promise<void> {
   if (!engineFor(run.spec.spec.engine).tls) return;
   const name = childNames(run.spec).serverSecret;
   run.tlsState = await run.step('Secret', name, () =>
-    ensureTls(secretStore(run), run.spec, run.deps.now?.() ?? new Date()),
+    withTlsStore(run, (store) => ensureTls(store, run.spec, run.deps.now?.() ?? new Date())),
   );
 }
 
@@ -213,7 +235,7 @@ export async function ensureApplicationSecret(run: Run): Promise<void> {
   if (!run.tlsState || !run.credentials) return;
   const { credentials, tlsState } = run;
   await run.step('Secret', childNames(run.spec).appSecret, () =>
-    ensureAppSecret(secretStore(run), run.spec, credentials, tlsState.caCertPem),
+    withTlsStore(run, (store) => ensureAppSecret(store, run.spec, credentials, tlsState.caCertPem)),
   );
 }
 

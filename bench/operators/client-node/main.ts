@@ -341,7 +341,7 @@ function serverUsable(server: k8s.V1Secret | undefined, caPem: string, hosts: st
 /**
  * postgres: the CA in `<name>-ca` (kept once made; owned only under deletionPolicy Delete), the server
  * certificate in `<name>-server` (issued when missing or unfit) and `<name>-app` (replaced every time,
- * like the other children), certificates from opkit's pki.ts (@peculiar/x509 on WebCrypto).
+ * like the other children), certificates from opkit's pki.ts (@opkit/runtime/pki on node:crypto).
  */
 async function ensureTls(db: Database, t: TlsTemplate, credentialsName: string): Promise<void> {
   const namespace = db.metadata.namespace!;

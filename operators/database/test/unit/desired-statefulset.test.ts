@@ -18,6 +18,7 @@ import {
   credentialsSecret,
   desiredChildren,
   statefulSet,
+  withDefaults,
 } from '../../src/controllers/database/desired/index.ts';
 import { type Container, engineFor, requiredEnv } from '../../src/controllers/database/engines/index.ts';
 import { allStrings, database, decoded, PASSWORD_KEYS } from './fixtures.ts';
@@ -439,5 +440,20 @@ describe('engine specifics', () => {
       c.selector,
       'app.kubernetes.io/instance=orders,app.kubernetes.io/managed-by=opkit-database-operator,app.kubernetes.io/name=postgres',
     );
+  });
+});
+
+describe('withDefaults', () => {
+  test('a raw Database: a defaulted copy, the input untouched; a Database it returned: that one, not copied again', () => {
+    const raw = database('postgres');
+    delete (raw.spec as Partial<Database['spec']>).deletionPolicy;
+    const d = withDefaults(raw);
+    assert.notEqual(d, raw);
+    assert.equal(raw.spec.deletionPolicy, undefined);
+    assert.equal(d.spec.deletionPolicy, 'Retain');
+    assert.equal(withDefaults(d), d);
+    // The builders give the same children from either.
+    assert.deepEqual(sts(d), sts(raw));
+    assert.deepEqual(credentialsSecret(d)?.metadata, credentialsSecret(raw)?.metadata);
   });
 });

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { before, beforeEach, describe, test } from 'node:test';
+import { before, beforeEach, describe, mock, test } from 'node:test';
 import { type Secret, Secrets } from '@opkit/runtime';
 import { FakeClient } from '@opkit/runtime/testing';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
@@ -22,7 +22,7 @@ import {
   connectionUri,
   serverHosts,
 } from '../../src/controllers/database/desired/tls.ts';
-import { postgresConf } from '../../src/controllers/database/engines/index.ts';
+import { engineFor, postgresConf } from '../../src/controllers/database/engines/index.ts';
 import { type ReconcilerDeps, reconcileDatabase } from '../../src/controllers/database/index.ts';
 import {
   type CertificatePem,
@@ -80,6 +80,21 @@ describe('pki: the CA and the server certificate', () => {
     const i = inspectCertificate(ca.certPem, ca.keyPem);
     assert.ok('facts' in i && i.facts.keyMatches && i.facts.isCa);
     assert.ok(new Date(cert.validTo).getTime() > days(3649).getTime());
+  });
+
+  test('inspected again: the same answer, read once (frozen); checked against another CA or with another key: read anew', async () => {
+    const first = inspectCertificate(server.certPem, server.keyPem, ca.certPem);
+    assert.equal(inspectCertificate(server.certPem, server.keyPem, ca.certPem), first);
+    assert.ok(Object.isFrozen(first));
+    assert.ok('facts' in first && Object.isFrozen(first.facts.hosts));
+    const other = await generateCa('shop/other', NOW);
+    const against = inspectCertificate(server.certPem, server.keyPem, other.certPem);
+    assert.ok('facts' in against && against.facts.signedByCa === false);
+    const wrongKey = inspectCertificate(server.certPem, other.keyPem, ca.certPem);
+    assert.ok('facts' in wrongKey && !wrongKey.facts.keyMatches);
+    const noCa = inspectCertificate(server.certPem, server.keyPem);
+    assert.ok('facts' in noCa && noCa.facts.signedByCa === undefined);
+    assert.equal(inspectCertificate(server.certPem, server.keyPem, ca.certPem), first);
   });
 
   test('the server certificate: signed by the CA, for serverAuth, every name (and an IP), 90 days', () => {
@@ -326,6 +341,25 @@ describe('reconcile: the TLS Secrets', () => {
     );
   });
 
+  test('a reconcile that finds the credentials Secret derives its verifiers from the stored passwords only (no new passwords drawn)', async () => {
+    await create();
+    await reconcile();
+    const creds = decoded(get('orders-credentials'));
+    const engine = engineFor('postgres') as {
+      derivedSecretData: NonNullable<ReturnType<typeof engineFor>['derivedSecretData']>;
+    };
+    const derive = mock.method(engine, 'derivedSecretData');
+    try {
+      await reconcile();
+      assert.equal(derive.mock.callCount(), 1, 'the missing keys are computed once, from the Secret');
+      const plain = derive.mock.calls[0]?.arguments[1] ?? {};
+      for (const k of ['admin-password', 'app-password', 'replication-password'])
+        assert.equal(plain[k], creds[k], k);
+    } finally {
+      derive.mock.restore();
+    }
+  });
+
   test('a password changed in the credentials Secret reaches the app Secret; keys edited in it are put back', async () => {
     await create();
     await reconcile();
@@ -420,6 +454,41 @@ describe('reconcile: the TLS Secrets', () => {
     const s = decoded(get('orders-server'));
     const i = inspectCertificate(s['tls.crt'], s['tls.key'], decoded(ca)['ca.crt']);
     assert.ok('facts' in i && i.facts.signedByCa);
+    assert.ok(!recorder.events.some((e) => e.reason === 'CARegenerated'));
+  });
+
+  test('a new Database: its TLS Secrets created without asking the API about each first; one the cache does not show yet is found by the create and adopted, not replaced', async () => {
+    await create();
+    await reconcile();
+    const reads = client
+      .actions({ resource: Secrets })
+      .filter((a) => a.verb === 'get')
+      .map((a) => a.name);
+    // The test's reader (the cache) reads through the client too: one read each is the cache's.
+    assert.deepEqual(
+      reads.filter((n) => ['orders-ca', 'orders-server', 'orders-app'].includes(n ?? '')),
+      ['orders-ca', 'orders-server', 'orders-app'],
+      'each TLS Secret looked up in the cache only, not read from the API again',
+    );
+    // The Database deleted and made again while the cache does not show the retained CA yet.
+    const ca = get('orders-ca');
+    await client.delete(Databases.resource, KEY);
+    for (const n of ['orders-server', 'orders-app', 'orders-credentials'])
+      if (get(n)?.metadata.ownerReferences?.length) await client.delete(Secrets, { namespace: NS, name: n });
+    const inner = managedOnlyReader(client);
+    deps = {
+      ...deps,
+      reader: {
+        ...inner,
+        get: async (res, key) => (key.name === 'orders-ca' ? undefined : inner.get(res, key)),
+      },
+    };
+    await create();
+    await reconcile();
+    assert.equal(get('orders-ca')?.metadata.resourceVersion, ca?.metadata.resourceVersion, 'not rewritten');
+    const s = decoded(get('orders-server'));
+    const i = inspectCertificate(s['tls.crt'], s['tls.key'], decoded(ca)['ca.crt']);
+    assert.ok('facts' in i && i.facts.signedByCa, 'the server certificate is signed by the retained CA');
     assert.ok(!recorder.events.some((e) => e.reason === 'CARegenerated'));
   });
 

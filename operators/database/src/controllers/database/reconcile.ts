@@ -37,6 +37,7 @@
 import {
   addFinalizer,
   ConflictError,
+  deepCopy,
   hasFinalizer,
   isBeingDeleted,
   isControlledBy,
@@ -120,10 +121,10 @@ export async function reconcileDatabase(
     await deps.replication?.forget(req.namespace ?? '', req.name);
     return;
   }
-  let db = withTypeMeta(Databases.resource, structuredClone(found) as Database);
+  let db = withTypeMeta(Databases.resource, deepCopy(found) as Database);
   const memo = written.get(key);
   if (memo && newer(memo.resourceVersion, db.metadata.resourceVersion)) {
-    db = { ...db, status: structuredClone(memo.status) } as Database;
+    db = { ...db, status: deepCopy(memo.status) } as Database;
   }
   const { client } = deps;
   const signal = ctx.signal;

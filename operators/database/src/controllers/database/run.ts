@@ -6,6 +6,7 @@ import {
   type CreateOrUpdateResult,
   createOrUpdate,
   DEFAULT_WRITE_ATTEMPTS,
+  deepCopy,
   isBeingDeleted,
   isControlledBy,
   type KubeObject,
@@ -19,6 +20,7 @@ import {
 } from '@opkit/runtime';
 import { type Database, Databases, type DefaultedDatabase } from '../../api/v1/database.ts';
 import type { ReconcilerDeps } from './deps.ts';
+import { withDefaults } from './desired/defaults.ts';
 import type { ClusterObservation } from './engines/types.ts';
 import { ChildError } from './errors.ts';
 import { checkOwnership } from './ownership.ts';
@@ -70,7 +72,7 @@ export class Run {
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;
     this.db = db;
-    this.spec = Databases.applyDefaults(db) as DefaultedDatabase;
+    this.spec = withDefaults(db);
     this.ns = db.metadata.namespace ?? 'default';
     this.storageSize = String(this.spec.spec.storage);
     this.signal = signal;
@@ -138,7 +140,7 @@ export class Run {
         want.metadata.namespace ??= this.ns;
         if (live) {
           checkOwnership(res.kind, live, this.db);
-          want.metadata.ownerReferences = structuredClone(live.metadata.ownerReferences ?? []);
+          want.metadata.ownerReferences = deepCopy(live.metadata.ownerReferences ?? []);
         }
         setControllerReference(this.db, want, Databases.resource);
         const current = live;

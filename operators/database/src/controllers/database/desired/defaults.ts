@@ -1,7 +1,17 @@
 /** The builders work on the defaulted spec: a Database read from the API server already is. */
 import { type Database, Databases, type DefaultedDatabase } from '../../../api/v1/database.ts';
 
-/** A copy with the schema defaults applied (a no-op on what the API server returns). */
+/** The Databases withDefaults returned: the builders of one reconcile share one, never copied again. */
+const defaulted = new WeakSet<object>();
+
+/**
+ * A copy with the schema defaults applied (a no-op on what the API server returns); given a Database it
+ * returned before, that Database itself (a reconcile's builders each ask for it: one copy, not eleven).
+ * The builders only read it.
+ */
 export function withDefaults(db: Database | DefaultedDatabase): DefaultedDatabase {
-  return Databases.applyDefaults(db as Database);
+  if (defaulted.has(db)) return db as DefaultedDatabase;
+  const d = Databases.applyDefaults(db as Database);
+  defaulted.add(d);
+  return d;
 }

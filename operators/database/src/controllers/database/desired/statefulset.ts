@@ -12,7 +12,7 @@
  * escalation, all capabilities dropped, no service account token. Preferred anti-affinity spreads them
  * over nodes. The config hash annotation rolls them when the rendered configuration changes.
  */
-import type { StatefulSet } from '@opkit/runtime';
+import { deepCopy, type StatefulSet } from '@opkit/runtime';
 import { ANNOTATION_CONFIG_HASH, type Database, type DefaultedDatabase } from '../../../api/v1/database.ts';
 import { engineFor } from '../engines/index.ts';
 import type { ResourceRequirements, SecurityContext } from '../engines/types.ts';
@@ -31,7 +31,7 @@ export const DEFAULT_RESOURCES: ResourceRequirements = { requests: { cpu: '100m'
 /** spec.resources as the core type (quantities as strings), or the defaults. */
 export function containerResources(d: DefaultedDatabase): ResourceRequirements {
   const r = d.spec.resources;
-  if (!r) return structuredClone(DEFAULT_RESOURCES);
+  if (!r) return deepCopy(DEFAULT_RESOURCES);
   const strings = (m: Record<string, string | number> | undefined) =>
     m ? Object.fromEntries(Object.entries(m).map(([k, v]) => [k, String(v)])) : undefined;
   const out: ResourceRequirements = {};

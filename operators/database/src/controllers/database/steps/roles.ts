@@ -1,5 +1,5 @@
 /** The role labels on the pods (roles.ts decides), reflected in the run's pods at once. */
-import { type Pod, Pods } from '@opkit/runtime';
+import { deepCopy, type Pod, Pods } from '@opkit/runtime';
 import { ROLE_LABEL } from '../../../api/v1/database.ts';
 import { selectorString } from '../desired/labels.ts';
 import { syncRoleLabels } from '../roles.ts';
@@ -26,7 +26,7 @@ export async function labelRoles(run: Run, stsName: string): Promise<void> {
     run.pods = run.pods.map((p) => {
       const role = byPod.get(p.metadata.name ?? '');
       if (!role) return p;
-      const copy = structuredClone(p) as Pod;
+      const copy = deepCopy(p) as Pod;
       const labels = { ...(copy.metadata.labels ?? {}) };
       if (role === 'none') delete labels[ROLE_LABEL];
       else labels[ROLE_LABEL] = role;

@@ -4,6 +4,7 @@
  */
 import {
   AlreadyExistsError,
+  deepCopy,
   hasOwnerReference,
   isControlledBy,
   type OwnerReference,
@@ -37,7 +38,7 @@ function secretOwners(
   const refs = existing.metadata.ownerReferences ?? [];
   if (controlled) {
     if (isControlledBy(existing, run.db)) return undefined;
-    const copy = { metadata: { namespace: run.ns, ownerReferences: structuredClone(refs) } } as Secret;
+    const copy = { metadata: { namespace: run.ns, ownerReferences: deepCopy(refs) } } as Secret;
     return setControllerReference(run.db, copy, Databases.resource).metadata.ownerReferences ?? [];
   }
   if (!hasOwnerReference(existing, run.db)) return undefined;
@@ -46,8 +47,9 @@ function secretOwners(
 }
 
 export async function ensureCredentials(run: Run): Promise<void> {
-  const full = credentialsSecret(run.spec) as Secret;
-  const name = full.metadata.name ?? '';
+  // The whole Secret (new random passwords and, for postgres, their SCRAM verifiers: PBKDF2, 4096 rounds
+  // each) is only built when there is none to keep: most reconciles find it.
+  const name = childNames(run.spec).secret;
   const key = { namespace: run.ns, name };
   await run.step('Secret', name, async () => {
     // The cache only shows labelled Secrets (and may lag): a create that finds one already there
@@ -58,6 +60,7 @@ export async function ensureCredentials(run: Run): Promise<void> {
       // Never new passwords for data initialized with the old ones.
       const claims = await existingDataClaims(run);
       if (claims.length > 0) throw new CredentialsMissingError(name, run.ns, run.db, claims);
+      const full = credentialsSecret(run.spec);
       const desired = run.spec.spec.deletionPolicy === 'Delete' ? run.own(full) : full;
       try {
         const created = await run.client.create(Secrets, desired, { signal: run.signal });
@@ -132,13 +135,21 @@ export async function ensureCredentials(run: Run): Promise<void> {
   });
 }
 
-/** The SecretStore of the TLS step: ownership checked, created or merge-patched (RBAC: no update). */
-function secretStore(run: Run): SecretStore {
+/**
+ * The SecretStore of the TLS step: ownership checked, created or merge-patched (RBAC: no update).
+ * `fromApi` false: a Secret the cache does not show is taken to be missing, and the create that follows
+ * finds out otherwise (AlreadyExists: see withTlsStore); true: the API is asked about it.
+ */
+function secretStore(run: Run, fromApi: boolean): SecretStore {
   return {
     live: async (name) => {
       const cached = await run.deps.reader.get(Secrets, { namespace: run.ns, name });
-      // The cache hides unlabelled Secrets: the API decides whether there is one before a create.
-      const live = cached ? withTypeMeta(Secrets, cached) : await run.fresh(Secrets, name);
+      // The cache hides unlabelled Secrets: the API decides whether there is one (see withTlsStore).
+      const live = cached
+        ? withTypeMeta(Secrets, cached)
+        : fromApi
+          ? await run.fresh(Secrets, name)
+          : undefined;
       if (live) checkOwnership('Secret', live, run.db);
       return live;
     },
@@ -196,12 +207,26 @@ async function putSecret(
   return keys;
 }
 
+/**
+ * Runs a TLS step on what the cache shows (a new Database's Secrets: no GET that answers 404 before each
+ * create); when a create finds a Secret there after all (one the cache hides: not labelled, or not seen
+ * yet), runs it again on what the API says, deciding as if it had asked first.
+ */
+async function withTlsStore<T>(run: Run, step: (store: SecretStore) => Promise<T>): Promise<T> {
+  try {
+    return await step(secretStore(run, false));
+  } catch (err) {
+    if (!(err instanceof AlreadyExistsError)) throw err;
+    return step(secretStore(run, true));
+  }
+}
+
 /** postgres: the CA, the server certificate (tls/step.ts). */
 export async function ensureTlsSecrets(run: Run): Promise<void> {
   if (!engineFor(run.spec.spec.engine).tls) return;
   const name = childNames(run.spec).serverSecret;
   run.tlsState = await run.step('Secret', name, () =>
-    ensureTls(secretStore(run), run.spec, run.deps.now?.() ?? new Date()),
+    withTlsStore(run, (store) => ensureTls(store, run.spec, run.deps.now?.() ?? new Date())),
   );
 }
 
@@ -210,7 +235,7 @@ export async function ensureApplicationSecret(run: Run): Promise<void> {
   if (!run.tlsState || !run.credentials) return;
   const { credentials, tlsState } = run;
   await run.step('Secret', childNames(run.spec).appSecret, () =>
-    ensureAppSecret(secretStore(run), run.spec, credentials, tlsState.caCertPem),
+    withTlsStore(run, (store) => ensureAppSecret(store, run.spec, credentials, tlsState.caCertPem)),
   );
 }
 

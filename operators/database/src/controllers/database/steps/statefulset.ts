@@ -1,5 +1,5 @@
 /** The StatefulSet: created or updated (its immutable fields kept); a storage increase expands the claims. */
-import { isBeingDeleted, type StatefulSet, StatefulSets, withTypeMeta } from '@opkit/runtime';
+import { deepCopy, isBeingDeleted, type StatefulSet, StatefulSets, withTypeMeta } from '@opkit/runtime';
 import { statefulSet } from '../desired/index.ts';
 import { engineFor } from '../engines/index.ts';
 import { ImageVersionError } from '../errors.ts';
@@ -45,7 +45,7 @@ export async function ensureStatefulSet(run: Run, hash: string): Promise<void> {
   // volumeClaimTemplates are immutable: compare and update everything else.
   const grown = grownTemplates(live, desired);
   if (desired.spec && live.spec) {
-    desired.spec.volumeClaimTemplates = structuredClone(live.spec.volumeClaimTemplates);
+    desired.spec.volumeClaimTemplates = deepCopy(live.spec.volumeClaimTemplates);
     // Immutable too: a StatefulSet created OrderedReady by an earlier operator version keeps it.
     if (live.spec.podManagementPolicy) desired.spec.podManagementPolicy = live.spec.podManagementPolicy;
   }

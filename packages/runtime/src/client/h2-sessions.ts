@@ -124,6 +124,7 @@ export class H2Session implements SessionSlot {
   /** The lastStreamId of the server's GOAWAY, once one arrived. */
   goawayLastStreamId: number | undefined;
   readonly #pinger: NodeJS.Timeout;
+  #settled = false;
 
   constructor(session: http2.ClientHttp2Session, identity: string, onGone: (s: H2Session) => void) {
     this.session = session;
@@ -144,11 +145,28 @@ export class H2Session implements SessionSlot {
       gone();
     });
     session.on('frameError', () => undefined);
+    session.once('remoteSettings', () => {
+      this.#settled = true;
+    });
     this.#pinger = setInterval(() => this.ping(PING_TIMEOUT_MS), PING_INTERVAL_MS).unref();
   }
 
+  /** The server's limit once its SETTINGS arrived (node reports the protocol's unlimited default before). */
   get maxStreams(): number {
-    return this.session.remoteSettings?.maxConcurrentStreams ?? DEFAULT_MAX_STREAMS;
+    if (!this.#settled) return DEFAULT_MAX_STREAMS;
+    return this.session.remoteSettings.maxConcurrentStreams ?? DEFAULT_MAX_STREAMS;
+  }
+
+  /** Takes a stream slot (acquire does, synchronously, so that concurrent callers see it taken). */
+  reserve(): void {
+    this.active++;
+    if (this.active === 1) this.session.ref();
+  }
+
+  /** Gives back a slot that was reserved and not used for a stream. */
+  release(): void {
+    this.active--;
+    if (this.active === 0 && !this.session.destroyed) this.session.unref();
   }
 
   /** PINGs the server; closes the session (its streams fail) if no answer comes within `timeoutMs`. */
@@ -170,15 +188,28 @@ export class H2Session implements SessionSlot {
     }
   }
 
-  /** A new stream, counted until it closes; throws when the session takes no more (caller retries). */
+  /**
+   * A new stream on the slot acquire reserved, given back when the stream closes. Throws when the session
+   * takes no more (GOAWAY, closed: nothing was sent, the caller retries); the slot is given back then.
+   */
   request(headers: http2.OutgoingHttpHeaders, endStream: boolean): http2.ClientHttp2Stream {
-    const stream = this.session.request(headers, { endStream });
-    this.active++;
-    if (this.active === 1) this.session.ref();
-    stream.once('close', () => {
-      this.active--;
-      if (this.active === 0 && !this.session.destroyed) this.session.unref();
-    });
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = this.session.request(headers, { endStream });
+    } catch (err) {
+      this.release();
+      throw err;
+    }
+    // The slot is free once the response ended (END_STREAM both ways: the server counts it closed);
+    // 'close' comes a tick later, too late for a request sent right after this one's answer.
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.release();
+    };
+    stream.once('end', release);
+    stream.once('close', release);
     return stream;
   }
 
@@ -210,8 +241,9 @@ export class H2Pool {
   }
 
   /**
-   * A session with a free stream for `auth`'s TLS identity, opening one if needed; undefined when the
-   * server speaks HTTP/1.1 only (mode 'auto'). Throws ConnectionError when it cannot connect.
+   * A session with a free stream for `auth`'s TLS identity, opening one if needed, with that stream
+   * reserved (H2Session.request uses it, or release gives it back); undefined when the server speaks
+   * HTTP/1.1 only (mode 'auto'). Throws ConnectionError when it cannot connect.
    */
   async acquire(
     auth: RequestAuth,
@@ -223,7 +255,10 @@ export class H2Pool {
       if (signal?.aborted) throw abortReason(signal);
       if (this.http1Only) return undefined;
       const found = pickSession(this.#sessions, identity);
-      if (found) return found;
+      if (found) {
+        found.reserve();
+        return found;
+      }
       let pending = this.#connecting.get(identity);
       if (!pending) {
         pending = this.#connect(auth, identity, host).finally(() => this.#connecting.delete(identity));
@@ -232,7 +267,10 @@ export class H2Pool {
       const opened = await pending;
       if (!opened) return undefined;
       // Full already (many waiters): the loop opens the next one.
-      if (opened.usable && opened.active < opened.maxStreams) return opened;
+      if (opened.usable && opened.active < opened.maxStreams) {
+        opened.reserve();
+        return opened;
+      }
     }
   }
 
@@ -240,6 +278,18 @@ export class H2Pool {
   close(): void {
     for (const s of [...this.#sessions]) s.close();
     this.#sessions.length = 0;
+  }
+
+  /** The server does not speak h2: HTTP/1.1 from now on ('auto'), else an error. */
+  #notH2(host: string, alpn: string): undefined {
+    if (this.mode !== 'auto') {
+      throw new ConnectionError(
+        `${host} did not negotiate HTTP/2 (ALPN: ${alpn}); use transport 'auto' or 'http1'`,
+        undefined,
+      );
+    }
+    this.http1Only = true;
+    return undefined;
   }
 
   async #connect(auth: RequestAuth, identity: string, host: string): Promise<H2Session | undefined> {
@@ -274,6 +324,7 @@ export class H2Pool {
     } catch (err) {
       socket.destroy();
       const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL') return this.#notH2(host, 'refused h2');
       const why = err instanceof Error ? err.message : String(err);
       throw new ConnectionError(
         `HTTP/2 connection to ${host} failed: ${code && !why.includes(code) ? `${why} (${code})` : why}`,
@@ -282,14 +333,7 @@ export class H2Pool {
     }
     if (socket.alpnProtocol !== 'h2') {
       socket.destroy();
-      if (this.mode === 'auto') {
-        this.http1Only = true;
-        return undefined;
-      }
-      throw new ConnectionError(
-        `${host} did not negotiate HTTP/2 (ALPN: ${socket.alpnProtocol || 'none'}); use transport 'auto' or 'http1'`,
-        undefined,
-      );
+      return this.#notH2(host, socket.alpnProtocol || 'none');
     }
     const session = http2.connect(this.#url.origin, {
       createConnection: () => socket,

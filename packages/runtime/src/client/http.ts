@@ -303,6 +303,10 @@ export class HttpTransport {
         conn.alive();
         yield value;
       }
+      // An HTTP/2 stream whose session closed ends its body without an error: it did not complete.
+      if (!opened.complete() && !aborted && !signal.aborted) {
+        throw new Error('the connection closed before the server ended the response');
+      }
     } catch (err) {
       if (aborted || signal.aborted) return;
       if (err instanceof SyntaxError) throw err;

@@ -300,6 +300,8 @@ export class HttpTransport {
     try {
       if (signal.aborted) return;
       for await (const value of jsonLines(opened.body)) {
+        // Values already decoded from the last chunk are not delivered after an abort.
+        if (aborted) return;
         conn.alive();
         yield value;
       }

@@ -167,7 +167,7 @@ function exchange(
       stream = session.request(headers, body === undefined);
     } catch {
       // The session took a GOAWAY or closed just now: nothing was sent.
-      session.usable = false;
+      session.retire();
       finish({ refused: true });
       return;
     }
@@ -182,7 +182,9 @@ function exchange(
     }
     const fail = (err: Error | undefined): void => {
       if (settled) return;
-      if (!responded && refusedStream(stream, session.goawayLastStreamId)) {
+      // Never sent (no stream id: the session was gone before it), or refused: send it again.
+      if (!responded && (stream.id === undefined || refusedStream(stream, session.goawayLastStreamId))) {
+        if (stream.id === undefined) session.retire();
         finish({ refused: true });
         return;
       }

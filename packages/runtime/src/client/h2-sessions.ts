@@ -120,7 +120,7 @@ export class H2Session implements SessionSlot {
   readonly session: http2.ClientHttp2Session;
   readonly identity: string;
   active = 0;
-  usable = true;
+  #usable = true;
   /** The lastStreamId of the server's GOAWAY, once one arrived. */
   goawayLastStreamId: number | undefined;
   readonly #pinger: NodeJS.Timeout;
@@ -131,8 +131,8 @@ export class H2Session implements SessionSlot {
     this.identity = identity;
     session.unref();
     const gone = (): void => {
-      if (!this.usable) return;
-      this.usable = false;
+      if (!this.#usable) return;
+      this.#usable = false;
       onGone(this);
     };
     session.on('goaway', (_code: number, lastStreamId: number) => {
@@ -149,6 +149,16 @@ export class H2Session implements SessionSlot {
       this.#settled = true;
     });
     this.#pinger = setInterval(() => this.ping(PING_TIMEOUT_MS), PING_INTERVAL_MS).unref();
+  }
+
+  /** Whether it takes new streams: no GOAWAY, error or close yet (node emits those a tick later). */
+  get usable(): boolean {
+    return this.#usable && !this.session.destroyed && !this.session.closed;
+  }
+
+  /** No new streams on this session (it took a GOAWAY or failed a stream creation). */
+  retire(): void {
+    this.#usable = false;
   }
 
   /** The server's limit once its SETTINGS arrived (node reports the protocol's unlimited default before). */
@@ -214,7 +224,7 @@ export class H2Session implements SessionSlot {
   }
 
   close(): void {
-    this.usable = false;
+    this.#usable = false;
     this.session.destroy();
   }
 }

@@ -6,6 +6,8 @@
  * session. The API server itself: test/integration/client-http2.test.ts.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import * as http2 from 'node:http2';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -271,6 +273,35 @@ describe('the HTTP/2 transport against node:http2 and node:https servers', () =>
       h1.closeAllConnections();
       await new Promise((r) => h1.close(r));
     }
+  });
+
+  test('an idle session does not keep the process alive', { timeout: 30_000 }, async () => {
+    // A child process makes one request over HTTP/2 and must then exit by itself.
+    const index = new URL('../../src/client/index.ts', import.meta.url).href;
+    const code = `
+      import { createClient } from ${JSON.stringify(index)};
+      const config = { server: process.env.SERVER, host: 'h', namespace: 'default',
+        authenticate: async () => ({ headers: {}, ca: process.env.CA }) };
+      const client = createClient(config, { transport: 'http2' });
+      const got = await client.transport.request({ method: 'GET', path: '/api/v1/namespaces/ns/configmaps/c' });
+      console.log(got.metadata.name, client.transport.h2.sessions.length);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
+      env: { ...process.env, SERVER: `https://127.0.0.1:${h2port}`, CA: material.ca },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const started = Date.now();
+    const [exitCode] = (await once(child, 'exit')) as [number | null];
+    assert.equal(out.trim(), 'c 1', 'one request over one session');
+    assert.equal(exitCode, 0);
+    // Safety bound: the PING interval (30 s) would otherwise hold it; it exits at once.
+    assert.ok(Date.now() - started < 20_000);
   });
 
   test("the default session limit before the SETTINGS arrive is kube-apiserver's 100", () => {

@@ -10,6 +10,7 @@ import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
+import { authenticate, reauthenticate } from './auth.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
 import {
   type ApiError,
@@ -33,6 +34,7 @@ import {
 } from './pools.ts';
 import { buildQuery, type Query } from './query.ts';
 
+export { authenticate, reauthenticate } from './auth.ts';
 export type { TransportMode } from './h2-sessions.ts';
 export { JsonLineDecoder, jsonLines } from './json-lines.ts';
 export { agentFor, DEFAULT_POOL, LEADER_ELECTION_POOL } from './pools.ts';
@@ -553,48 +555,6 @@ export class HttpTransport {
   #connectionError(method: string, path: string, err: Error): ConnectionError {
     return new ConnectionError(`${method} ${path} to ${this.config.host} failed: ${messageOf(err)}`, err);
   }
-}
-
-/** The configuration's credentials for one request; throws the abort reason if `signal` aborted meanwhile. */
-export async function authenticate(
-  config: RestConfig,
-  signal: AbortSignal | undefined,
-): Promise<RequestAuth> {
-  const auth = await config.authenticate();
-  if (signal?.aborted) throw abortReason(signal);
-  return auth;
-}
-
-/**
- * After a 401 with `stale`: has the configuration refresh its credentials and returns the new ones, or
- * undefined when it cannot refresh or they did not change (retrying would only fail again).
- */
-export async function reauthenticate(
-  config: RestConfig,
-  stale: RequestAuth,
-  signal: AbortSignal | undefined,
-): Promise<RequestAuth | undefined> {
-  if (!config.refreshCredentials || signal?.aborted) return undefined;
-  await config.refreshCredentials(stale);
-  const fresh = await authenticate(config, signal);
-  return sameCredentials(stale, fresh) ? undefined : fresh;
-}
-
-/** True if both carry the same credentials (Authorization header, basic auth, client certificate). */
-function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
-  const header = (auth: RequestAuth): string | undefined => {
-    for (const [k, v] of Object.entries(auth.headers)) if (k.toLowerCase() === 'authorization') return v;
-    return undefined;
-  };
-  const same = (x: string | Buffer | undefined, y: string | Buffer | undefined): boolean =>
-    x === y || (x !== undefined && y !== undefined && Buffer.from(x).equals(Buffer.from(y)));
-  return (
-    header(a) === header(b) &&
-    a.auth === b.auth &&
-    same(a.cert, b.cert) &&
-    same(a.key, b.key) &&
-    same(a.pfx, b.pfx)
-  );
 }
 
 function encodeBody(body: unknown): Buffer | undefined {

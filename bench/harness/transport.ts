@@ -2,10 +2,12 @@
  * The client transport alone: HTTP/1.1 vs HTTP/2 against one real kube-apiserver, in one process, modes
  * interleaved round by round. Each round per mode: `--gets` GETs and `--creates` POSTs of ConfigMaps at
  * `--concurrency`, and one watch delivering those creates. Prints this process's CPU (user+system) per
- * request and the wall time per round: what the transport itself costs, without an operator around it.
+ * request, the API server's and etcd's CPU, and the wall time per round: what the transport itself costs,
+ * on both ends, without an operator around it.
  *
  *   node bench/harness/transport.ts --rounds 3 --gets 2000 --creates 500 --concurrency 8
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { start } from '@opkit/controlplane';
 import { ConfigMaps, createClient, loadConfig, Namespaces, type TransportMode } from '@opkit/runtime';
@@ -34,6 +36,21 @@ async function pool(n: number, fn: (i: number) => Promise<unknown>): Promise<voi
   );
 }
 
+/** CPU seconds (user+system) of the control plane's processes (kube-apiserver and etcd), from /proc. */
+function controlPlaneCpuMs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // exited
+    }
+  }
+  return ticks * 10; // USER_HZ = 100
+}
+
 const cp = await start({ mode: 'apiserver' });
 try {
   const rows: string[] = [];
@@ -52,6 +69,7 @@ try {
         }
       })();
       const cpu0 = process.cpuUsage();
+      const server0 = controlPlaneCpuMs(cp.pids());
       const t0 = performance.now();
       await pool(gets, () => client.get(ConfigMaps, { namespace: ns, name: 'target' }));
       await pool(creates, (i) =>
@@ -61,12 +79,13 @@ try {
       const wall = performance.now() - t0;
       const cpu = process.cpuUsage(cpu0);
       const cpuMs = (cpu.user + cpu.system) / 1000;
+      const serverMs = controlPlaneCpuMs(cp.pids()) - server0;
       ac.abort();
       await watching;
       client.close();
       const load = (await import('node:os')).loadavg()[0]?.toFixed(1);
       rows.push(
-        `| ${round + 1} | ${mode} | ${(cpuMs / (gets + creates)).toFixed(3)} | ${cpuMs.toFixed(0)} | ${(wall / 1000).toFixed(2)} | ${load} |`,
+        `| ${round + 1} | ${mode} | ${(cpuMs / (gets + creates)).toFixed(3)} | ${cpuMs.toFixed(0)} | ${serverMs.toFixed(0)} | ${(wall / 1000).toFixed(2)} | ${load} |`,
       );
       process.stderr.write(`${rows.at(-1)}\n`);
     }
@@ -74,8 +93,10 @@ try {
   console.log(
     `${gets} GETs + ${creates} creates at concurrency ${concurrency}, one watch, per round and mode\n`,
   );
-  console.log('| round | transport | client CPU ms per request | client CPU ms | wall s | load (1 min) |');
-  console.log('| --- | --- | --- | --- | --- | --- |');
+  console.log(
+    '| round | transport | client CPU ms per request | client CPU ms | API server + etcd CPU ms | wall s | load (1 min) |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows) console.log(r);
 } finally {
   await cp.stop();

@@ -316,6 +316,9 @@ export class H2Pool {
       // SNI must not be an IP address.
       servername: auth.servername ?? (isIP(hostname) ? undefined : hostname),
       ALPNProtocols: this.mode === 'http2' ? ['h2'] : ['h2', 'http/1.1'],
+      // Frames of many streams share the socket: Nagle would hold small ones back (node's HTTP agents
+      // set noDelay too).
+      noDelay: true,
     });
     try {
       await new Promise<void>((resolve, reject) => {

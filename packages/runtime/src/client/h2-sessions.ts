@@ -316,10 +316,10 @@ export class H2Pool {
       // SNI must not be an IP address.
       servername: auth.servername ?? (isIP(hostname) ? undefined : hostname),
       ALPNProtocols: this.mode === 'http2' ? ['h2'] : ['h2', 'http/1.1'],
-      // Frames of many streams share the socket: Nagle would hold small ones back (node's HTTP agents
-      // set noDelay too).
-      noDelay: true,
     });
+    // Frames of many streams share the socket: Nagle would hold small ones back (node's HTTP agents set
+    // noDelay too).
+    socket.setNoDelay(true);
     try {
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => {

@@ -7,8 +7,10 @@
  * an expired or rotated token does not fail requests until a restart.
  */
 import * as http from 'node:http';
+import * as http2 from 'node:http2';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
+import { authenticate, reauthenticate } from './auth.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
 import {
   type ApiError,
@@ -18,13 +20,31 @@ import {
   StaleConnectionError,
   UnauthorizedError,
 } from './errors.ts';
+import { type H2Context, h2Headers, h2Open, h2Request } from './h2-requests.ts';
+import { type H2Pool, h2PoolFor, type TransportMode, transportModeFrom } from './h2-sessions.ts';
 import { jsonLines } from './json-lines.ts';
-import { type AnyAgent, agentFor, type InFlight, presumeDead, trackInFlight } from './pools.ts';
+import {
+  type AnyAgent,
+  agentFor,
+  DEFAULT_POOL,
+  type InFlight,
+  PROVE_ALIVE_MS,
+  presumeDead,
+  trackInFlight,
+} from './pools.ts';
 import { buildQuery, type Query } from './query.ts';
 
+export { authenticate, reauthenticate } from './auth.ts';
+export type { TransportMode } from './h2-sessions.ts';
 export { JsonLineDecoder, jsonLines } from './json-lines.ts';
 export { agentFor, DEFAULT_POOL, LEADER_ELECTION_POOL } from './pools.ts';
 export { buildQuery, type Query, type QueryValue } from './query.ts';
+
+/**
+ * The protocol of clients that don't choose one: OPKIT_TRANSPORT (auto, http1, http2), else 'http1'.
+ * See TransportOptions.transport.
+ */
+export const DEFAULT_TRANSPORT: TransportMode = transportModeFrom(process.env.OPKIT_TRANSPORT);
 
 /** One finished request, for rest_client_requests_total{code,method,host} and latency histograms. */
 export interface RequestMetric {
@@ -56,6 +76,13 @@ export interface TransportOptions {
    * Defaults to DEFAULT_POOL.
    */
   connectionPool?: string;
+  /**
+   * 'http2': one HTTP/2 session per API server (and pool) multiplexes every request and watch as streams
+   * (h2-sessions.ts); an error if the server does not negotiate h2. 'auto': HTTP/2 when the server
+   * negotiates it (ALPN), else HTTP/1.1. 'http1': a keep-alive socket per request in flight and per watch.
+   * Plain-http servers and proxies (proxy-url) always get HTTP/1.1. Defaults to DEFAULT_TRANSPORT.
+   */
+  transport?: TransportMode;
 }
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -98,6 +125,16 @@ interface AttemptFailure {
   retryable: boolean;
 }
 
+/** A watch's 2xx response, whatever the protocol. */
+interface Opened {
+  body: AsyncIterable<Buffer>;
+  /** Whether the server ended the response (else the connection or stream must not be reused). */
+  complete(): boolean;
+  destroy(): void;
+  /** The HTTP/2 session it runs on, to check when the watch goes silent. */
+  ping?: (timeoutMs: number) => void;
+}
+
 export class HttpTransport {
   readonly config: RestConfig;
   readonly agent: AnyAgent;
@@ -107,10 +144,13 @@ export class HttpTransport {
   readonly #base: URL;
   readonly #basePath: string;
   readonly #module: typeof http | typeof https;
+  /** The HTTP/2 sessions of the config and pool (http1Only for mode 'http1'). */
+  readonly h2: H2Pool;
 
   constructor(config: RestConfig, opts: TransportOptions = {}) {
     this.config = config;
     this.agent = agentFor(config, opts.maxSockets, opts.connectionPool);
+    this.h2 = h2PoolFor(config, opts.connectionPool ?? DEFAULT_POOL, opts.transport ?? DEFAULT_TRANSPORT);
     this.#userAgent = opts.userAgent ?? USER_AGENT;
     this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#onRequest = opts.onRequest;
@@ -160,9 +200,33 @@ export class HttpTransport {
     return this.#stream(path, signal, opts.timeoutMs);
   }
 
-  /** Destroys the pool's sockets (of every client using this config and pool). */
+  /** Destroys the pool's sockets and HTTP/2 sessions (of every client using this config and pool). */
   close(): void {
     this.agent.destroy();
+    this.h2.close();
+  }
+
+  /** Whether requests go over HTTP/2 (until the server refuses h2). */
+  #useH2(): boolean {
+    return !this.h2.http1Only && this.config.proxyAgent === undefined;
+  }
+
+  #h2Context(method: string, path: string, timeoutMs: number): H2Context {
+    return {
+      pool: this.h2,
+      host: this.config.host,
+      connectionError: (err) => this.#connectionError(method, path, err),
+      timeoutError: () =>
+        new RequestTimeoutError(`${method} ${path} to ${this.config.host} timed out after ${timeoutMs}ms`),
+    };
+  }
+
+  #h2Headers(method: string, path: string, auth: RequestAuth, extra: Record<string, string>) {
+    return h2Headers(method, this.#basePath + path, auth, {
+      Accept: 'application/json',
+      'User-Agent': this.#userAgent,
+      ...extra,
+    });
   }
 
   async *#stream(
@@ -176,9 +240,13 @@ export class HttpTransport {
     const dead = new AbortController();
     const conn = trackInFlight(this.agent, 'watch', (err) => dead.abort(err));
     // Aborted by its caller as a dead connection (a silent watch): the pool checks its other connections.
+    let ping: ((timeoutMs: number) => void) | undefined;
     const onStale = (): void => {
       const reason: unknown = signal?.reason;
-      if (reason instanceof StaleConnectionError && !(reason instanceof DeadConnectionError)) {
+      if (reason instanceof StaleConnectionError && !(reason instanceof DeadConnectionError) && ping) {
+        // HTTP/2: the session must answer a PING, else it closes and fails its other streams.
+        ping(PROVE_ALIVE_MS);
+      } else if (reason instanceof StaleConnectionError && !(reason instanceof DeadConnectionError)) {
         const pending = conn.underCheck();
         conn.done();
         // Already under an earlier sweep's check (its own deadline came first): that sweep covers it.
@@ -189,16 +257,16 @@ export class HttpTransport {
     signal?.addEventListener('abort', onStale, { once: true });
     const both = signal ? AbortSignal.any([signal, dead.signal]) : dead.signal;
     try {
-      let opened: { req: http.ClientRequest; res: http.IncomingMessage } | undefined;
+      let opened: Opened | undefined;
       try {
         const auth = await authenticate(this.config, both);
         try {
-          opened = await this.#open(path, auth, both, timeoutMs);
+          opened = await this.#openAny(path, auth, both, timeoutMs);
         } catch (err) {
           if (!(err instanceof UnauthorizedError)) throw err;
           const fresh = await reauthenticate(this.config, auth, both);
           if (!fresh) throw err;
-          opened = await this.#open(path, fresh, both, timeoutMs);
+          opened = await this.#openAny(path, fresh, both, timeoutMs);
         }
       } catch (err) {
         if (dead.signal.aborted) throw dead.signal.reason;
@@ -211,6 +279,7 @@ export class HttpTransport {
         return;
       }
       conn.alive();
+      ping = opened.ping;
       yield* this.#read(path, opened, both, conn);
       if (dead.signal.aborted) throw dead.signal.reason;
     } catch (err) {
@@ -223,23 +292,24 @@ export class HttpTransport {
   }
 
   /** The values of an opened stream until the server ends it (or `signal` aborts: then it just ends). */
-  async *#read(
-    path: string,
-    { req, res }: { req: http.ClientRequest; res: http.IncomingMessage },
-    signal: AbortSignal,
-    conn: InFlight,
-  ): AsyncGenerator<unknown> {
+  async *#read(path: string, opened: Opened, signal: AbortSignal, conn: InFlight): AsyncGenerator<unknown> {
     let aborted = false;
     const onAbort = (): void => {
       aborted = true;
-      res.destroy();
+      opened.destroy();
     };
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal.aborted) return;
-      for await (const value of jsonLines(res)) {
+      for await (const value of jsonLines(opened.body)) {
+        // Values already decoded from the last chunk are not delivered after an abort.
+        if (aborted) return;
         conn.alive();
         yield value;
+      }
+      // An HTTP/2 stream whose session closed ends its body without an error: it did not complete.
+      if (!opened.complete() && !aborted && !signal.aborted) {
+        throw new Error('the connection closed before the server ended the response');
       }
     } catch (err) {
       if (aborted || signal.aborted) return;
@@ -248,10 +318,7 @@ export class HttpTransport {
     } finally {
       signal.removeEventListener('abort', onAbort);
       // Ended by the server: the socket goes back to the pool. Otherwise it must not be reused.
-      if (!res.complete) {
-        res.destroy();
-        req.destroy();
-      }
+      if (!opened.complete()) opened.destroy();
     }
   }
 
@@ -305,6 +372,22 @@ export class HttpTransport {
     if (body) {
       extra['Content-Type'] = contentType ?? 'application/json';
       extra['Content-Length'] = String(body.length);
+    }
+    if (this.#useH2()) {
+      const headers = this.#h2Headers(method, path, auth, extra);
+      const res = await h2Request(
+        this.#h2Context(method, path, timeoutMs),
+        auth,
+        headers,
+        body,
+        signal,
+        timeoutMs,
+      );
+      if (res !== undefined) {
+        this.#metric(method, 'error' in res ? '<error>' : String(res.status), start);
+        return res;
+      }
+      // The server does not speak h2: HTTP/1.1 from now on.
     }
     return new Promise<RawResponse | AttemptFailure>((resolve, reject) => {
       let settled = false;
@@ -366,6 +449,48 @@ export class HttpTransport {
       });
       req.end(body);
     });
+  }
+
+  /** Opens a watch over HTTP/2 when the server speaks it, else HTTP/1.1 (see #open). */
+  async #openAny(
+    path: string,
+    auth: RequestAuth,
+    signal: AbortSignal | undefined,
+    timeoutMs = this.#timeoutMs,
+  ): Promise<Opened | undefined> {
+    if (this.#useH2()) {
+      if (signal?.aborted) return undefined;
+      const start = performance.now();
+      const ctx = this.#h2Context('GET', path, timeoutMs);
+      const res = await h2Open(ctx, auth, this.#h2Headers('GET', path, auth, {}), signal, timeoutMs);
+      if (res !== undefined || signal?.aborted) {
+        if (res === undefined) return undefined;
+        if ('error' in res) {
+          this.#metric('GET', '<error>', start);
+          throw res.error;
+        }
+        this.#metric('GET', String(res.status), start);
+        if ('body' in res) throw this.#apiError(res.status, parseBody(res.body), res.headers);
+        const { stream, session } = res;
+        return {
+          body: stream,
+          complete: () => stream.readableEnded,
+          destroy: () => stream.close(http2.constants.NGHTTP2_CANCEL),
+          ping: (ms) => session.ping(ms),
+        };
+      }
+    }
+    const opened = await this.#open(path, auth, signal, timeoutMs);
+    if (!opened) return undefined;
+    const { req, res } = opened;
+    return {
+      body: res,
+      complete: () => res.complete,
+      destroy: () => {
+        res.destroy();
+        req.destroy();
+      },
+    };
   }
 
   /** Opens a stream: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
@@ -430,48 +555,6 @@ export class HttpTransport {
   #connectionError(method: string, path: string, err: Error): ConnectionError {
     return new ConnectionError(`${method} ${path} to ${this.config.host} failed: ${messageOf(err)}`, err);
   }
-}
-
-/** The configuration's credentials for one request; throws the abort reason if `signal` aborted meanwhile. */
-export async function authenticate(
-  config: RestConfig,
-  signal: AbortSignal | undefined,
-): Promise<RequestAuth> {
-  const auth = await config.authenticate();
-  if (signal?.aborted) throw abortReason(signal);
-  return auth;
-}
-
-/**
- * After a 401 with `stale`: has the configuration refresh its credentials and returns the new ones, or
- * undefined when it cannot refresh or they did not change (retrying would only fail again).
- */
-export async function reauthenticate(
-  config: RestConfig,
-  stale: RequestAuth,
-  signal: AbortSignal | undefined,
-): Promise<RequestAuth | undefined> {
-  if (!config.refreshCredentials || signal?.aborted) return undefined;
-  await config.refreshCredentials(stale);
-  const fresh = await authenticate(config, signal);
-  return sameCredentials(stale, fresh) ? undefined : fresh;
-}
-
-/** True if both carry the same credentials (Authorization header, basic auth, client certificate). */
-function sameCredentials(a: RequestAuth, b: RequestAuth): boolean {
-  const header = (auth: RequestAuth): string | undefined => {
-    for (const [k, v] of Object.entries(auth.headers)) if (k.toLowerCase() === 'authorization') return v;
-    return undefined;
-  };
-  const same = (x: string | Buffer | undefined, y: string | Buffer | undefined): boolean =>
-    x === y || (x !== undefined && y !== undefined && Buffer.from(x).equals(Buffer.from(y)));
-  return (
-    header(a) === header(b) &&
-    a.auth === b.auth &&
-    same(a.cert, b.cert) &&
-    same(a.key, b.key) &&
-    same(a.pfx, b.pfx)
-  );
 }
 
 function encodeBody(body: unknown): Buffer | undefined {

@@ -12,6 +12,7 @@ export {
   agentFor,
   buildQuery,
   DEFAULT_POOL,
+  DEFAULT_TRANSPORT,
   type HttpMethod,
   type HttpRequest,
   HttpTransport,
@@ -22,6 +23,7 @@ export {
   type QueryValue,
   type RequestMetric,
   RequestTimeoutError,
+  type TransportMode,
   type TransportOptions,
 } from './http.ts';
 export { type RateLimitOptions, RateLimitOptionsError, TokenBucket } from './rate-limit.ts';

@@ -6,7 +6,14 @@ import { sleep } from '../util/clock.ts';
 import { withTypeMeta } from '../util/type-meta.ts';
 import type { RestConfig } from './config.ts';
 import { BadRequestError, errorFromStatus, GoneError, NotFoundError, type Status } from './errors.ts';
-import { buildQuery, type HttpRequest, HttpTransport, type Query, type RequestMetric } from './http.ts';
+import {
+  buildQuery,
+  type HttpRequest,
+  HttpTransport,
+  type Query,
+  type RequestMetric,
+  type TransportMode,
+} from './http.ts';
 import { type RateLimitOptions, TokenBucket } from './rate-limit.ts';
 import type { Client, DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from './types.ts';
 
@@ -22,6 +29,11 @@ export interface ClientOptions {
   maxSockets?: number;
   /** The config's connection pool to use (see TransportOptions.connectionPool). Default 'default'. */
   connectionPool?: string;
+  /**
+   * 'auto' | 'http1' | 'http2' (see TransportOptions.transport): HTTP/2 multiplexes every request and watch
+   * of the config and pool on one session per API server. Defaults to OPKIT_TRANSPORT, else 'http1'.
+   */
+  transport?: TransportMode;
   /**
    * Client-side throttling of requests (not watches): a token bucket of `burst` refilled at `qps` per second,
    * as client-go's rest.Config QPS/Burst. Default: none (the API server's Priority and Fairness protects it).
@@ -127,6 +139,7 @@ export class RestClient implements Client {
       onRequest: opts.onRequest,
       maxSockets: opts.maxSockets,
       connectionPool: opts.connectionPool,
+      transport: opts.transport,
     });
     this.rateLimiter = opts.rateLimit ? new TokenBucket(opts.rateLimit) : undefined;
   }

@@ -24,6 +24,7 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
     const clientOptions = {
       ...(opts.fieldManager !== undefined ? { fieldManager: opts.fieldManager } : {}),
       onRequest: metrics.restClientObserver(),
+      ...(opts.transport !== undefined ? { transport: opts.transport } : {}),
     };
     const built = createClient(config, {
       ...clientOptions,
@@ -55,5 +56,6 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   delete (init as ManagerOptions).context;
   delete (init as ManagerOptions).fieldManager;
   delete (init as ManagerOptions).rateLimit;
+  delete (init as ManagerOptions).transport;
   return new Manager(init);
 }

@@ -1,6 +1,7 @@
 /** The manager's options: what createManager and the Manager constructor take. */
 import type { Logger } from 'pino';
 import type { CacheOptions } from '../cache/cache.ts';
+import type { TransportMode } from '../client/h2-sessions.ts';
 import type { RateLimitOptions } from '../client/rate-limit.ts';
 import type { Client } from '../client/types.ts';
 import type { MetricsRegistry } from '../metrics/registry.ts';
@@ -54,6 +55,11 @@ export interface ManagerOptions {
    * throttled requests or watches. Ignored with `client`.
    */
   rateLimit?: RateLimitOptions;
+  /**
+   * The built clients' protocol: 'http1', 'http2' or 'auto' (HTTP/2 if the server negotiates it). Default:
+   * OPKIT_TRANSPORT, else 'http1'. See ClientOptions.transport. Ignored with `client`.
+   */
+  transport?: TransportMode;
   /** Restricts the cache to one namespace (unless `cache.namespace` says otherwise); Lease default. */
   namespace?: string;
   leaderElection?: LeaderElectionOptions;
@@ -97,7 +103,7 @@ export interface StartOptions {
 }
 
 export interface ManagerInit
-  extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager' | 'rateLimit'> {
+  extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager' | 'rateLimit' | 'transport'> {
   client: Client;
   /** Lease namespace when neither leaderElection.namespace nor namespace is set. Default 'default'. */
   defaultNamespace?: string;

@@ -137,6 +137,8 @@ describe('leader election safety', () => {
       namespace: ns,
       logger: silentLogger(),
       leaderElection: { id: lease, namespace: ns, ...timings },
+      // HTTP/1.1's pool of sockets is what this is about (over HTTP/2 more streams open another session).
+      transport: 'http1',
     });
     const ctl = new AbortController();
     let failure: unknown;

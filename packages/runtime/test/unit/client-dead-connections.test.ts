@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
+import * as http2 from 'node:http2';
 import { type AddressInfo, createServer, type Server, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -15,11 +16,14 @@ import {
   configFromKubeConfig,
   createClient,
   DeadConnectionError,
+  isUnreachable,
   RequestTimeoutError,
   type RestClient,
+  type RestConfig,
   type StaleConnectionError,
 } from '../../src/client/index.ts';
 import { informerLogLine } from '../../src/log/informer-errors.ts';
+import { createCa, DAY_MS, issueLeaf } from '../../src/pki/index.ts';
 
 /** A TCP proxy whose open connections can be made half-open: never forwarded, never closed. */
 class HalfOpenProxy {
@@ -242,6 +246,79 @@ describe('a pool with half-open connections', () => {
     } finally {
       stop.abort();
       small.close();
+    }
+  });
+});
+
+describe('an HTTP/2 session gone half-open', () => {
+  let h2: http2.Http2SecureServer;
+  const proxy = new HalfOpenProxy();
+  let config: RestConfig;
+
+  before(async () => {
+    const notBefore = new Date(Date.now() - DAY_MS);
+    const notAfter = new Date(Date.now() + DAY_MS);
+    const ca = await createCa({ subject: 'CN=h2-test-ca', notBefore, notAfter });
+    const leaf = await issueLeaf(ca, {
+      subject: 'CN=h2',
+      usage: 'server',
+      hosts: ['127.0.0.1'],
+      notBefore,
+      notAfter,
+    });
+    // Watches stay open after one event; everything else is answered at once.
+    h2 = http2.createSecureServer({ cert: leaf.certPem, key: leaf.keyPem });
+    h2.on('stream', (stream, headers) => {
+      stream.on('error', () => undefined);
+      stream.respond({ ':status': 200, 'content-type': 'application/json' });
+      if (String(headers[':path']).includes('watch=1')) stream.write(event('w'));
+      else stream.end(JSON.stringify({ kind: 'ConfigMap', metadata: { name: 'c', namespace: 'ns' } }));
+    });
+    await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+    await proxy.start((h2.address() as AddressInfo).port);
+    config = {
+      server: `https://127.0.0.1:${proxy.port}`,
+      host: `127.0.0.1:${proxy.port}`,
+      namespace: 'default',
+      authenticate: async () => ({ headers: {}, ca: ca.certPem }),
+    };
+  });
+
+  after(async () => {
+    await proxy.close();
+    h2.close();
+  });
+
+  test('a watch found silent has its session PINGed: unanswered within 2 s, the session closes and its other watches fail as unreachable', {
+    timeout: 20_000,
+  }, async () => {
+    const client = createClient(config, { transport: 'http2' });
+    const silent = new AbortController();
+    try {
+      const other = client.watch(ConfigMaps, { namespace: 'ns' })[Symbol.asyncIterator]();
+      const watched = client
+        .watch(ConfigMaps, { namespace: 'ns', signal: silent.signal })
+        [Symbol.asyncIterator]();
+      assert.equal((await other.next()).value?.object.metadata.name, 'w');
+      assert.equal((await watched.next()).value?.object.metadata.name, 'w');
+      assert.equal(client.transport.h2.sessions.length, 1, 'both watches on one session');
+      assert.equal(proxy.halfOpen(), 1);
+      const t0 = Date.now();
+      silent.abort(new WatchSilenceError(40_000));
+      const err = await other.next().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const elapsed = Date.now() - t0;
+      assert.ok(isUnreachable(err), `got ${String(err)}`);
+      // 2 s PING deadline; the bound is a generous safety bound, not a performance figure.
+      assert.ok(elapsed >= 1500 && elapsed < 10_000, `closed after ${elapsed} ms`);
+      // New connections work: the next request opens a new session.
+      const got = await client.get(ConfigMaps, { namespace: 'ns', name: 'c' });
+      assert.equal(got.metadata.name, 'c');
+      assert.equal(client.transport.h2.sessions.length, 1);
+    } finally {
+      client.close();
     }
   });
 });

@@ -23,18 +23,47 @@ describe('postgres: a replica whose WAL diverged from its primary is cloned agai
   let c: Cluster;
   let a: Instance;
   let b: Instance;
+  let d: Instance;
   let record: Record_;
   /** The stuck verdict's bound, short for the test (the default is minutes). */
   const quick = { STUCK_SECONDS: '3' };
 
   const count = async (inst: Instance) => (await c.asApp(inst, 'SELECT count(*) FROM t')).stdout.trim();
   const since = (inst: Instance, from: number) => readFileSync(inst.log, 'utf8').slice(from);
+  /**
+   * A replica of A that then ran as a primary on the same timeline (no promotion: its standby.signal
+   * gone) and took 7 rows A never gets.
+   */
+  const diverged = async (pod: string): Promise<Instance> => {
+    const inst = await c.instance(pod);
+    const clone = await c.bootstrap(inst, record);
+    assert.equal(clone.code, 0, clone.stderr);
+    await c.start(inst, record);
+    await c.streaming(a, inst);
+    await eventually(`${pod} replayed the 100 rows`, async () => (await count(inst)) === '100', {
+      timeoutMs: 60_000,
+    });
+    await c.stop(inst);
+    rmSync(join(inst.pgdata, 'standby.signal'), { force: true });
+    await c.ok('pg_ctl', [
+      'start',
+      '-D',
+      inst.pgdata,
+      '-w',
+      '-l',
+      join(inst.root, 'as-primary.log'),
+      '-o',
+      `-c config_file=${c.env(inst, record).CONFIG_FILE}`,
+    ]);
+    assert.equal((await c.asApp(inst, 'INSERT INTO t SELECT g FROM generate_series(1, 7) g')).code, 0);
+    await c.ok('pg_ctl', ['stop', '-D', inst.pgdata, '-m', 'fast', '-w']);
+    return inst;
+  };
 
   before(
     async () => {
       c = new Cluster(pgDatabase('ledger'));
       a = await c.instance('ledger-0');
-      b = await c.instance('ledger-1');
       record = { primary: a };
       const init = await c.bootstrap(a, record);
       assert.equal(init.code, 0, init.stderr);
@@ -42,29 +71,8 @@ describe('postgres: a replica whose WAL diverged from its primary is cloned agai
       await c.start(a, record);
       assert.equal((await c.asApp(a, 'CREATE TABLE t (id int)')).code, 0);
       assert.equal((await c.asApp(a, 'INSERT INTO t SELECT g FROM generate_series(1, 100) g')).code, 0);
-      const clone = await c.bootstrap(b, record);
-      assert.equal(clone.code, 0, clone.stderr);
-      await c.start(b, record);
-      await c.streaming(a, b);
-      await eventually('B replayed the 100 rows', async () => (await count(b)) === '100', {
-        timeoutMs: 60_000,
-      });
-      await c.stop(b);
-      // B runs as a primary on the same timeline (no promotion: its standby.signal is gone) and takes
-      // writes A never gets; A takes its own.
-      rmSync(join(b.pgdata, 'standby.signal'), { force: true });
-      await c.ok('pg_ctl', [
-        'start',
-        '-D',
-        b.pgdata,
-        '-w',
-        '-l',
-        join(b.root, 'as-primary.log'),
-        '-o',
-        `-c config_file=${c.env(b, record).CONFIG_FILE}`,
-      ]);
-      assert.equal((await c.asApp(b, 'INSERT INTO t SELECT g FROM generate_series(1, 7) g')).code, 0);
-      await c.ok('pg_ctl', ['stop', '-D', b.pgdata, '-m', 'fast', '-w']);
+      b = await diverged('ledger-1');
+      d = await diverged('ledger-2');
       assert.equal((await c.asApp(a, 'INSERT INTO t SELECT g FROM generate_series(1, 50000) g')).code, 0);
     },
     { timeout: 180_000 },
@@ -113,6 +121,45 @@ describe('postgres: a replica whose WAL diverged from its primary is cloned agai
     const kept = readdirSync(dirname(b.pgdata)).filter((n) => n.startsWith('pgdata.diverged-'));
     assert.equal(kept.length, 1, readdirSync(dirname(b.pgdata)).join(' '));
     assert.ok(existsSync(join(dirname(b.pgdata), kept[0] ?? '', 'global', 'pg_control')));
+  });
+
+  test('stuck starting up (not consistent): the startup probe hands over to liveness, which fails; recloned', {
+    timeout: 300_000,
+  }, async () => {
+    // Without hot standby it never accepts connections: "starting up" for ever, which liveness took for alive.
+    writeFileSync(join(d.pgdata, 'postgresql.auto.conf'), 'hot_standby = off\n', { flag: 'a' });
+    const from = readFileSync(d.log, 'utf8').length;
+    await c.start(d, record, quick, 'answering');
+    const first = await c.probe(d, record, 'startup', quick);
+    assert.notEqual(first.code, 0, 'not accepting connections, not stuck yet: startup goes on');
+    let last = '';
+    await eventually(
+      'the startup probe ends on the stuck replica',
+      async () => {
+        const r = await c.probe(d, record, 'startup', quick);
+        last = `${r.code}: ${r.stdout}${r.stderr}`;
+        return r.code === 0 && /stuck/.test(r.stdout);
+      },
+      { timeoutMs: 90_000, intervalMs: 1000 },
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}\nlast probe: ${last}\n${since(d, from).slice(-3000)}`);
+    });
+    const live = await c.probe(d, record, 'live', quick);
+    assert.equal(live.code, 1, live.stdout);
+    assert.match(live.stdout, /stuck at 0000000100000000000000\w\w .*starting up/);
+
+    await c.stop(d);
+    await c.start(d, record, quick);
+    const report = c.report(d);
+    assert.equal(report.result, 'recloned', since(d, from).slice(-3000));
+    assert.match(
+      report.message ?? '',
+      /^re-cloned from ledger-0: its WAL had diverged at 0000000100000000000000\w\w/,
+    );
+    await c.streaming(a, d);
+    await eventually('A’s rows on the re-cloned replica', async () => (await count(d)) === '50100', {
+      timeoutMs: 60_000,
+    });
   });
 
   test('never the designated primary: a verdict on its own data directory is ignored', {

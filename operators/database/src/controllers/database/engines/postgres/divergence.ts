@@ -13,7 +13,10 @@
  * restart of the container, not of the pod. A replica that streams and replays clears them.
  */
 
-/** Shell (after designationShell()): the files, `stuck POSITION WHY` and `healthy`. Needs PRIMARY_POD. */
+/**
+ * Shell (after designationShell()): the files, `stuck POSITION WHY`, `startup_position` and `healthy`.
+ * Needs PRIMARY_POD.
+ */
 export function stuckShell(): string {
   return `opkit_run_dir=$(dirname "$designation_file")
 stuck_file=$opkit_run_dir/stuck
@@ -36,6 +39,20 @@ stuck() {
   printf '%s %s %s\\n' "$1" "$s_for" "$2" >"$diverged_file" 2>/dev/null || true
   echo "replay stuck at $1 for \${s_for}s while the primary $PRIMARY_POD is up ($2): the restart repairs it (pg_rewind, else a fresh clone of $PRIMARY_POD)"
   return 0
+}
+# The WAL segment in the startup process's title among the postmaster's children ("recovering
+# 000000010000000000000003", "waiting for ..."): where replay is while the server does not answer
+# queries. Needs PGDATA and /proc.
+startup_position() {
+  s_pm=$(head -n1 "$PGDATA/postmaster.pid" 2>/dev/null) || return 0
+  for s_proc in /proc/[0-9]*; do
+    read -r _ _ _ s_ppid _ 2>/dev/null <"$s_proc/stat" || continue
+    [ "$s_ppid" = "$s_pm" ] || continue
+    s_title=$(tr '\\0' ' ' 2>/dev/null <"$s_proc/cmdline") || continue
+    case $s_title in
+      *'startup '*) printf '%s\\n' "$s_title" | sed 's/ *$//; s/.* //'; return 0 ;;
+    esac
+  done
 }
 healthy() { rm -f "$stuck_file" "$diverged_file" "$rewound_file" 2>/dev/null || true; }`;
 }

@@ -10,6 +10,8 @@
  *                    `instance.sh start` repairs it (pg_rewind or a fresh clone). A replica whose replay
  *                    stays on one position while its primary is up (not streaming, or streaming WAL it
  *                    cannot apply) for STUCK_SECONDS leaves a verdict for that start (divergence.ts).
+ *   health.sh startup  the server accepts connections over TCP, or a replica is stuck starting up (then
+ *                    liveness, which fails on it, takes over).
  * It prints why it fails: the kubelet puts that in the probe's event. Queries go over the local socket as
  * the superuser (peer authentication), so no password is involved and editing the Secret can never take
  * every pod out of the Services.
@@ -55,6 +57,23 @@ user=\${POSTGRES_USER:-postgres}
 primary_up() { pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -d postgres; }
 ${stuckShell()}
 
+# A replica that does not reach consistency (it answers "starting up") while the primary is up and its
+# replay stays on one position (divergence.ts).
+stuck_starting() {
+  [ "$POD_NAME" != "$PRIMARY_POD" ] && [ "$PRIMARY_POD" != "$fenced" ] || return 1
+  position=$(startup_position)
+  [ -n "$position" ] && primary_up && stuck "$position" "starting up: not consistent, not replaying"
+}
+
+if [ "$mode" = startup ]; then
+  # Over TCP: the server listens. A replica stuck starting up ends its startup here, so that liveness
+  # (which fails on it) restarts it instead of the startup probe's half hour.
+  if pg_isready -q -h 127.0.0.1 -p "$PGPORT" -U "$user" -d postgres; then exit 0; fi
+  stuck_starting && exit 0
+  echo "the server does not accept connections yet"
+  exit 1
+fi
+
 pg_isready -q -h "$PGHOST" -p "$PGPORT" -U "$user" -d postgres
 alive=$?
 if [ "$mode" = live ] && [ "$alive" -gt 1 ]; then
@@ -65,7 +84,10 @@ if [ "$mode" = ready ] && [ "$alive" -ne 0 ]; then
   echo "the server does not accept connections"
   exit 1
 fi
-[ "$alive" -eq 0 ] || exit 0
+if [ "$alive" -ne 0 ]; then
+  stuck_starting && exit 1
+  exit 0
+fi
 
 state=$(psql -X -A -t -q -w -v ON_ERROR_STOP=1 -h "$PGHOST" -p "$PGPORT" -U "$user" -d postgres -F ' ' -c "
   SELECT pg_is_in_recovery(),

@@ -95,14 +95,16 @@ state=$(psql -X -A -t -q -w -v ON_ERROR_STOP=1 -h "$PGHOST" -p "$PGPORT" -U "$us
          coalesce((SELECT sender_host FROM pg_stat_wal_receiver), 'none'),
          coalesce(pg_wal_lsn_diff((SELECT latest_end_lsn FROM pg_stat_wal_receiver), pg_last_wal_replay_lsn()), 0)::bigint,
          coalesce(pg_last_wal_replay_lsn()::text, 'none'),
-         NOT pg_is_in_recovery() OR pg_get_wal_replay_pause_state() = 'not paused'")
+         NOT pg_is_in_recovery() OR pg_get_wal_replay_pause_state() = 'not paused',
+         (SELECT setting FROM pg_settings WHERE name = 'max_standby_streaming_delay')")
 if [ $? -ne 0 ] || [ -z "$state" ]; then
   if [ "$mode" = live ]; then exit 0; fi
   echo "the server does not answer queries"
   exit 1
 fi
 set -- $state
-recovery=$1 receiver=$2 sender=$3 lag=$4 replayed=$5 unpaused=$6
+recovery=$1 receiver=$2 sender=$3 lag=$4 replayed=$5 unpaused=$6 conflict_wait_ms=$7
+case "\${conflict_wait_ms:-}" in '' | *[!0-9-]*) conflict_wait_ms=0 ;; esac
 
 if [ "$POD_NAME" = "$PRIMARY_POD" ]; then
   if [ "$recovery" = t ]; then
@@ -139,7 +141,9 @@ if [ "$receiver" != streaming ] || [ "$sender" != "$PRIMARY_HOST" ]; then
 fi
 if [ "$mode" = live ] && [ "$lag" -gt 0 ] && [ "$unpaused" = t ]; then
   # Streaming, yet WAL it received is not replayed (a record it cannot apply: the receiver reconnects
-  # and the startup process fails on the same record, "incorrect prev-link").
+  # and the startup process fails on the same record, "incorrect prev-link"). Not when replay may
+  # legitimately wait that long for the queries it conflicts with (max_standby_streaming_delay).
+  if [ "$conflict_wait_ms" -lt 0 ] || [ "$conflict_wait_ms" -ge $((stuck_seconds * 1000)) ]; then exit 0; fi
   if stuck "$replayed" "WAL received from $PRIMARY_POD but not replayed ($lag bytes)"; then exit 1; fi
   exit 0
 fi

@@ -186,17 +186,23 @@ clone() {
   rm -rf "$partial"
   repl "DROP_REPLICATION_SLOT $slot" >/dev/null 2>&1 || true
   log "cloning $PRIMARY_HOST:$PRIMARY_PORT into $PGDATA (replication slot $slot)"
-  pg_basebackup --pgdata="$partial" --wal-method=stream --checkpoint=fast --no-password \\
-    --create-slot --slot="$slot" --dbname="$(conninfo)"
-  touch "$partial/standby.signal"
-  chmod 0700 "$partial"
+  # Each step checked: a caller in a condition (if, &&) runs this without set -e, and the data directory
+  # must never be replaced by a failed clone.
+  if ! pg_basebackup --pgdata="$partial" --wal-method=stream --checkpoint=fast --no-password \\
+    --create-slot --slot="$slot" --dbname="$(conninfo)" || ! touch "$partial/standby.signal" ||
+    ! chmod 0700 "$partial"; then
+    log "cloning $PRIMARY_HOST:$PRIMARY_PORT failed: $PGDATA is left as it was"
+    rm -rf "$partial"
+    exit 1
+  fi
   if [ -e "$PGDATA" ]; then
     if [ -n "\${1:-}" ]; then set_aside; else rm -rf "$PGDATA"; fi
   fi
-  mv "$partial" "$PGDATA"
+  mv "$partial" "$PGDATA" || exit 1
 }
 # The replaced data directory may hold writes no one else has (a former primary's): kept next to it when
-# the volume still has room for the new one to double after the clone, else deleted, and said (kept=).
+# the volume still has as much free space as the new copy takes, after the clone; else deleted, and said
+# (kept=).
 set_aside() {
   aside="$PGDATA.diverged-$(date -u +%Y%m%dT%H%M%SZ)"
   need=$(du -sk "$partial" 2>/dev/null | cut -f1)

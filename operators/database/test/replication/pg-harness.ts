@@ -326,9 +326,15 @@ export class Cluster {
 
   /**
    * The server container: `instance.sh start`, which checks (and repairs), then execs postgres. Resolves
-   * once the server accepts connections; rejects with the log when the script exits first.
+   * once the server accepts connections (`answering`: or answers "starting up", a standby that is not
+   * consistent yet); rejects with the log when the script exits first.
    */
-  async start(inst: Instance, record: Record_, extra: Record<string, string> = {}): Promise<void> {
+  async start(
+    inst: Instance,
+    record: Record_,
+    extra: Record<string, string> = {},
+    until: 'accepting' | 'answering' = 'accepting',
+  ): Promise<void> {
     rmSync(inst.terminationLog, { force: true });
     const script = this.file(POSTGRES_FILES.instance);
     const fd = openSync(inst.log, 'a');
@@ -358,7 +364,7 @@ export class Cluster {
           throw new Error(`instance.sh start exited (${exited}):\n${readFileSync(inst.log, 'utf8')}`);
         }
         const r = await this.run('pg_isready', ['-q', '-h', inst.socketDir, '-p', String(inst.port)]);
-        return r.code === 0;
+        return r.code === 0 || (until === 'answering' && r.code === 1);
       },
       { timeoutMs: 120_000, intervalMs: 200 },
     ).catch((err: unknown) => {
@@ -387,8 +393,13 @@ export class Cluster {
     inst.server = undefined;
   }
 
-  /** A health probe of the StatefulSet: `sh /etc/opkit/health.sh ready|live` with the container's env. */
-  probe(inst: Instance, record: Record_, mode: 'ready' | 'live', extra: Record<string, string> = {}) {
+  /** A health probe of the StatefulSet: `sh /etc/opkit/health.sh ready|live|startup` with the container's env. */
+  probe(
+    inst: Instance,
+    record: Record_,
+    mode: 'ready' | 'live' | 'startup',
+    extra: Record<string, string> = {},
+  ) {
     return this.run('sh', ['-c', this.file(POSTGRES_FILES.health), 'health.sh', mode], {
       ...this.env(inst, record),
       ...extra,

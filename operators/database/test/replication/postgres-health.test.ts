@@ -42,6 +42,7 @@ describe('postgres: readiness is streaming within the lag bound', { skip: skipRe
 
   test('the StatefulSet probes run health.sh from the ConfigMap mount', () => {
     const probes = postgresProbeCommands();
+    assert.deepEqual(probes.startup, ['sh', '/etc/opkit/health.sh', 'startup']);
     assert.deepEqual(probes.readiness, ['sh', '/etc/opkit/health.sh', 'ready']);
     assert.deepEqual(probes.liveness, ['sh', '/etc/opkit/health.sh', 'live']);
   });

@@ -289,26 +289,24 @@ export function pgHbaConf(users: HbaUsers, network = 'all'): string {
   ].join('\n');
 }
 
-/** pg_isready over TCP: the server accepts connections. */
-function isReady(paths: Pick<PostgresPaths, 'port'>, adminUser: string): string[] {
-  return ['pg_isready', '-q', '-h', '127.0.0.1', '-p', String(paths.port), '-U', adminUser, '-d', 'postgres'];
-}
-
 /**
  * The probe commands.
- *   startup:   pg_isready over TCP: the server accepts connections (a standby once it is consistent).
+ *   startup:   health.sh startup: the server accepts connections over TCP (a standby once it is
+ *              consistent), or a replica is stuck starting up while its primary is up (health.ts).
  *   readiness: health.sh ready: the primary out of recovery and answering; a replica streaming from
  *              the current primary within the lag bound (health.ts).
  *   liveness:  health.sh live: the server answers (starting and recovering count), and a replica does
- *              not fail to stream while its primary is up (then the restart repairs it).
+ *              not fail to stream, nor stay stuck on one position, while its primary is up (then the
+ *              restart repairs it: divergence.ts).
  */
-export function postgresProbeCommands(
-  paths: Pick<PostgresPaths, 'port' | 'configDir'> = POD_PATHS,
-  adminUser = POSTGRES_ADMIN_USER,
-): { startup: string[]; readiness: string[]; liveness: string[] } {
+export function postgresProbeCommands(paths: Pick<PostgresPaths, 'configDir'> = POD_PATHS): {
+  startup: string[];
+  readiness: string[];
+  liveness: string[];
+} {
   const health = `${paths.configDir}/${POSTGRES_FILES.health}`;
   return {
-    startup: isReady(paths, adminUser),
+    startup: ['sh', health, 'startup'],
     readiness: ['sh', health, 'ready'],
     liveness: ['sh', health, 'live'],
   };

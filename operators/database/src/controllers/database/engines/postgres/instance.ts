@@ -15,6 +15,10 @@
  *       interrupted (`in archive recovery`: pg_rewind's crash recovery would end it and write WAL the
  *       primary does not have); a fresh clone when its replication slot on the primary is
  *       missing or lost its WAL (max_slot_wal_keep_size); otherwise it starts as it is
+ *   a replica with data and the liveness probe's verdict that its replay was stuck while the primary was up
+ *       (divergence.ts): pg_rewind if it applies and was not tried for this verdict, else a fresh clone,
+ *       only when the designated primary is up, out of recovery and serves the same system identifier;
+ *       the old data directory is kept aside (`<PGDATA>.diverged-<time>`) when the volume has room
  * A replica streams through a physical slot of its own (`opkit_<pod>`) with primary_conninfo and
  * primary_slot_name on the server's command line, over TLS (sslmode=verify-full against the Database's CA;
  * sslmode=prefer only to a primary the operator named as running without TLS: primary-tls.ts):
@@ -33,6 +37,7 @@
  */
 import { CLUSTER_KEYS, CONFIG_DIR } from '../../desired/names.ts';
 import { designationShell } from './designation.ts';
+import { stuckShell } from './divergence.ts';
 import { initSql } from './init-sql.ts';
 
 /** The results the script reports; the refusals exit non-zero. */
@@ -108,6 +113,7 @@ refuse() {
 }
 
 ${designationShell()}
+${stuckShell()}
 primary_without_tls_file=\${PRIMARY_WITHOUT_TLS_FILE:-${CONFIG_DIR}/${CLUSTER_KEYS.primaryWithoutTls}}
 # A failover is pending: wait for the operator to name the new primary (a designation newer than now).
 wait_designation() {
@@ -180,12 +186,34 @@ clone() {
   rm -rf "$partial"
   repl "DROP_REPLICATION_SLOT $slot" >/dev/null 2>&1 || true
   log "cloning $PRIMARY_HOST:$PRIMARY_PORT into $PGDATA (replication slot $slot)"
-  pg_basebackup --pgdata="$partial" --wal-method=stream --checkpoint=fast --no-password \\
-    --create-slot --slot="$slot" --dbname="$(conninfo)"
-  touch "$partial/standby.signal"
-  chmod 0700 "$partial"
-  if [ -e "$PGDATA" ]; then rm -rf "$PGDATA"; fi
-  mv "$partial" "$PGDATA"
+  # Each step checked: a caller in a condition (if, &&) runs this without set -e, and the data directory
+  # must never be replaced by a failed clone.
+  if ! pg_basebackup --pgdata="$partial" --wal-method=stream --checkpoint=fast --no-password \\
+    --create-slot --slot="$slot" --dbname="$(conninfo)" || ! touch "$partial/standby.signal" ||
+    ! chmod 0700 "$partial"; then
+    log "cloning $PRIMARY_HOST:$PRIMARY_PORT failed: $PGDATA is left as it was"
+    rm -rf "$partial"
+    exit 1
+  fi
+  if [ -e "$PGDATA" ]; then
+    if [ -n "\${1:-}" ]; then set_aside; else rm -rf "$PGDATA"; fi
+  fi
+  mv "$partial" "$PGDATA" || exit 1
+}
+# The replaced data directory may hold writes no one else has (a former primary's): kept next to it when
+# the volume still has as much free space as the new copy takes, after the clone; else deleted, and said
+# (kept=).
+set_aside() {
+  aside="$PGDATA.diverged-$(date -u +%Y%m%dT%H%M%SZ)"
+  need=$(du -sk "$partial" 2>/dev/null | cut -f1)
+  free=$(df -Pk "$(dirname "$PGDATA")" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  if [ -n "$need" ] && [ -n "$free" ] && [ "$free" -ge "$need" ] && mv "$PGDATA" "$aside"; then
+    kept="the old data directory is kept in $aside (delete it when no longer needed)"
+  else
+    rm -rf "$PGDATA"
+    kept="the old data directory was deleted: \${free:-?} KiB free on the volume after the clone, less than the \${need:-?} KiB of data"
+  fi
+  log "$kept"
 }
 
 initialize() {
@@ -243,16 +271,40 @@ repair() {
       # A former primary (shut down, in production, crashed), or a directory without standby.signal.
       if [ ! -e "$PGDATA/standby.signal" ] || [ "$tli" != "$primary_tli" ]; then rewind=1; fi ;;
   esac
+  # The liveness probe's verdict: as it is, it did not follow the primary.
+  verdict=''
+  if [ -s "$diverged_file" ]; then
+    read -r v_at v_for v_why <"$diverged_file" || true
+    verdict="replay stuck at \${v_at:-?} for \${v_for:-?}s while $PRIMARY_POD was up: \${v_why:-}"
+    log "$verdict"
+    if [ -n "$rewind" ] && [ -e "$rewound_file" ]; then rewind=''; fi
+    if [ -z "$rewind" ]; then
+      reclone_diverged && return 0
+      verdict=''
+    fi
+  fi
   if [ -n "$rewind" ]; then
     log "timeline $tli here, $primary_tli on the primary (or a former primary; $state): pg_rewind"
-    if pg_rewind --target-pgdata="$PGDATA" --source-server="$(conninfo) dbname=postgres" --progress >&2; then
+    rewind_log="$opkit_run_dir/pg_rewind.log"
+    if pg_rewind --target-pgdata="$PGDATA" --source-server="$(conninfo) dbname=postgres" >"$rewind_log" 2>&1; then
+      cat "$rewind_log" >&2
       touch "$PGDATA/standby.signal"
       result=${R.rewound}
+      if [ -n "$verdict" ]; then
+        if grep -q 'no rewind required' "$rewind_log"; then
+          reclone_diverged && return 0
+        else
+          : >"$rewound_file"
+          rm -f "$diverged_file" "$stuck_file"
+        fi
+      fi
     else
+      cat "$rewind_log" >&2
       log "pg_rewind failed: cloning the primary again"
-      clone
+      kept=''
+      clone aside
       result=${R.recloned}
-      note="timeline $tli here, $primary_tli on the primary, and pg_rewind failed"
+      note="timeline $tli here, $primary_tli on the primary, and pg_rewind failed; $kept"
       return 0
     fi
   fi
@@ -266,6 +318,25 @@ repair() {
   fi
   touch "$PGDATA/standby.signal"
   result=\${result:-${R.existing}}
+}
+
+# A replica that did not follow the primary as it was (the verdict): a fresh clone, only from a designated
+# primary that is up (repair() waited for it), out of recovery, with this data's system identifier
+# (identify_primary and repair() checked it); never the designated primary's own data (repair() runs for
+# replicas only). False (started as it is, the verdict kept) when the primary is in recovery.
+reclone_diverged() {
+  in_recovery=$(psql -X -A -t -q -w -d "$(conninfo) dbname=postgres" -c 'SELECT pg_is_in_recovery()' 2>/dev/null || true)
+  if [ "$in_recovery" != f ]; then
+    log "the primary $PRIMARY_POD is not out of recovery (\${in_recovery:-no answer}): not cloning it, starting as it is"
+    return 1
+  fi
+  log "cloning $PRIMARY_POD again: its WAL had diverged from this one at \${v_at:-?}"
+  kept=''
+  clone aside
+  rm -f "$diverged_file" "$stuck_file" "$rewound_file"
+  result=${R.recloned}
+  note="re-cloned from $PRIMARY_POD: its WAL had diverged at \${v_at:-?} ($verdict); $kept"
+  return 0
 }
 
 # The image must hold the declared major version (spec.image is free-form), and so must the data.

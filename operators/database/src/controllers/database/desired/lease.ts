@@ -10,6 +10,7 @@
 import type { Lease, Role, RoleBinding, ServiceAccount } from '@opkit/runtime';
 import type { Database, DefaultedDatabase } from '../../../api/v1/database.ts';
 import { engineFor } from '../engines/index.ts';
+import { LEASE_OFF_ANNOTATION } from '../engines/postgres/lease.ts';
 import { primaryLeaseSeconds, withDefaults } from './defaults.ts';
 import { commonLabels } from './labels.ts';
 import { childNames, initialPrimaryPod } from './names.ts';
@@ -66,13 +67,19 @@ export function instanceRoleBinding(db: Database | DefaultedDatabase): RoleBindi
   };
 }
 
-/** The Lease as created: held by the first primary, never renewed. */
+/**
+ * The Lease as created: held by the first primary, never renewed. With one instance (nothing to fail
+ * over to) it carries the off annotation: the sidecar neither renews nor fences (failover/lease.ts).
+ */
 export function primaryLease(db: Database | DefaultedDatabase, holder?: string): Lease {
   const d = withDefaults(db);
   return {
     apiVersion: 'coordination.k8s.io/v1',
     kind: 'Lease',
-    metadata: meta(d, childNames(d).lease),
+    metadata: {
+      ...meta(d, childNames(d).lease),
+      ...(d.spec.replicas < 2 ? { annotations: { [LEASE_OFF_ANNOTATION]: 'true' } } : {}),
+    },
     spec: {
       holderIdentity: holder ?? initialPrimaryPod(d),
       leaseDurationSeconds: primaryLeaseSeconds(d),

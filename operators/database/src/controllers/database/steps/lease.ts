@@ -40,7 +40,6 @@ export async function ensurePrimaryLease(run: Run): Promise<void> {
     try {
       const lease = run.own(primaryLease(run.spec, holder));
       await run.client.create(Leases, lease, { signal: run.signal });
-      if (!guarded) await access.setHolder(holder, guarded);
       run.normal('Created', 'Create', `Created Lease ${name}`, lease);
     } catch (err) {
       if (!(err instanceof AlreadyExistsError)) throw err;

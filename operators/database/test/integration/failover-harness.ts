@@ -73,6 +73,9 @@ export class FailoverBench {
       this.kubectl(['get', 'nodes,pods,endpoints', '-n', NS, '-o', 'wide', '--show-labels']).out,
       this.kubectl(['get', 'db', '-n', NS, '-o', 'yaml']).out.slice(-4000),
       ...PODS.map((p) => this.kubectl(['logs', '-n', NS, p, '-c', 'postgres', '--tail', '30']).out),
+      // The primary lease: the Lease and what each sidecar said (lease.sh logs only when it acts).
+      this.kubectl(['get', 'lease', '-n', NS, `${NAME}-primary`, '-o', 'yaml']).out.slice(-1500),
+      ...PODS.map((p) => this.kubectl(['logs', '-n', NS, p, '-c', 'credentials', '--tail', '10']).out),
       this.kubectl(['get', 'events', '-n', NS, '--sort-by=.lastTimestamp']).out.slice(-4000),
     ].join('\n');
   }

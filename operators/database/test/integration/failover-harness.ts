@@ -168,12 +168,18 @@ export class FailoverBench {
     }
     const first = await this.primaryNow();
     const app = await secretValue(this.cluster, NS, NAME, 'app-username');
-    const created = await this.sql(
-      first,
-      `CREATE TABLE w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}; SELECT 1`,
-      'app',
+    // Retried: sql() gives up after 5 s, which an exec on a loaded machine (load 40) can take.
+    await eventually(
+      'the table w created',
+      async () =>
+        (await this.sql(
+          first,
+          `CREATE TABLE IF NOT EXISTS w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}; SELECT 1`,
+          'app',
+        )) === '1',
+      60_000,
+      1000,
     );
-    assert.equal(created, '1', 'the table w created');
     await this.cluster.client.create(Pods, writerPod(app, this.cluster.cp.realNodes[1] ?? '') as never);
     try {
       await eventually('the writer acknowledging rows', () => this.writerLog().ok.size >= 20, 300_000, 2000);

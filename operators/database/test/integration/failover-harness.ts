@@ -75,7 +75,14 @@ export class FailoverBench {
       ...PODS.map((p) => this.kubectl(['logs', '-n', NS, p, '-c', 'postgres', '--tail', '30']).out),
       // The primary lease: the Lease and what each sidecar said (lease.sh logs only when it acts).
       this.kubectl(['get', 'lease', '-n', NS, `${NAME}-primary`, '-o', 'yaml']).out.slice(-1500),
-      ...PODS.map((p) => this.kubectl(['logs', '-n', NS, p, '-c', 'credentials', '--tail', '10']).out),
+      ...PODS.map((p) =>
+        this.kubectl(['logs', '-n', NS, p, '-c', 'credentials'])
+          .out.split('\n')
+          .filter((l) => l.startsWith('lease:'))
+          .slice(-10)
+          .map((l) => `${p} ${l}`)
+          .join('\n'),
+      ),
       this.kubectl(['get', 'events', '-n', NS, '--sort-by=.lastTimestamp']).out.slice(-4000),
     ].join('\n');
   }

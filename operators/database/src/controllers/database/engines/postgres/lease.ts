@@ -102,13 +102,23 @@ fence() {
     "$url" >/dev/null && log "fenced: acknowledged on the Lease"
 }
 
+# What the last pass found, so each change of state is logged once (not every 2 s).
+state=''
+say() {
+  [ "$1" = "$state" ] && return 0
+  state=$1
+  shift
+  log "$*"
+}
+
 pass() {
-  writable || return 0
+  writable || { state=''; return 0; }
   last=$(cat "$renewed_file" 2>/dev/null || true)
-  body=$(kube "$url" 2>/dev/null) || body=''
+  body=$(kube "$url" 2>&1) || true
   rv=$(printf '%s' "$body" | field resourceVersion)
   if [ -n "$rv" ] && printf '%s' "$body" | grep -q '"${LEASE_OFF_ANNOTATION}":"true"'; then
     rm -f "$renewed_file"
+    say off "the Lease $LEASE_NAME is off (one instance): neither renewing nor fencing"
     return 0
   fi
   if [ -n "$rv" ]; then
@@ -117,12 +127,17 @@ pass() {
       fence "the Lease $LEASE_NAME names \${holder:-nobody} as the primary"
       return 0
     fi
-    if kube -X PATCH -H 'Content-Type: application/merge-patch+json' \\
-      -d "{\\"metadata\\":{\\"resourceVersion\\":\\"$rv\\"},\\"spec\\":{\\"renewTime\\":\\"$(now_rfc3339)\\"}}" \\
-      "$url" 2>/dev/null | grep -q '"holderIdentity"'; then
+    answer=$(kube -X PATCH -H 'Content-Type: application/merge-patch+json' \
+      -d "{\\"metadata\\":{\\"resourceVersion\\":\\"$rv\\"},\\"spec\\":{\\"renewTime\\":\\"$(now_rfc3339)\\"}}" \
+      "$url" 2>&1) || true
+    if printf '%s' "$answer" | grep -q '"holderIdentity"'; then
       uptime_s >"$renewed_file.new" && mv -f "$renewed_file.new" "$renewed_file"
+      say renewing "renewing the Lease $LEASE_NAME as its holder"
       return 0
     fi
+    say failing "renewing the Lease $LEASE_NAME failed: $(printf '%s' "$answer" | head -c 300)"
+  else
+    say failing "reading the Lease $LEASE_NAME failed: $(printf '%s' "$body" | head -c 300)"
   fi
   [ -n "$last" ] || return 0
   age=$(($(uptime_s) - last))

@@ -43,7 +43,8 @@ class LeaseApi {
       req.on('end', () => {
         this.requests.push(`${req.method} ${body}`);
         const send = (code: number, obj: unknown) => {
-          res.writeHead(code, { 'Content-Type': 'application/json' }).end(JSON.stringify(obj));
+          // Pretty-printed, as the API server answers a curl user agent.
+          res.writeHead(code, { 'Content-Type': 'application/json' }).end(JSON.stringify(obj, null, 2));
         };
         if (req.headers.authorization !== `Bearer ${TOKEN}`) return send(401, { kind: 'Status', code: 401 });
         if (req.url !== PATH) return send(404, { kind: 'Status', code: 404 });

@@ -71,11 +71,12 @@ fi
 uptime_s() { cut -d. -f1 /proc/uptime; }
 # curl against the API with the projected token (re-read each time: the kubelet rotates it).
 kube() {
-  curl -sS --max-time 2 --cacert "$LEASE_TOKEN_DIR/ca.crt" \\
+  curl -sS --max-time 2 --cacert "$LEASE_TOKEN_DIR/ca.crt" -A opkit-lease \\
     -H "Authorization: Bearer $(cat "$LEASE_TOKEN_DIR/token" 2>/dev/null)" -H 'Accept: application/json' "$@"
 }
-# A JSON string field of the Lease (the API's compact JSON; names and RFC 3339 times hold no quotes).
-field() { sed -n "s/.*\\"$1\\":\\"\\([^\\"]*\\)\\".*/\\1/p"; }
+# A JSON string field of the Lease: names and RFC 3339 times hold no quotes. The API server pretty-prints
+# for a curl user agent (hence -A above); spaces and new lines are tolerated all the same.
+field() { tr -d '\\n' | sed -n "s/.*\\"$1\\": *\\"\\([^\\"]*\\)\\".*/\\1/p"; }
 writable() {
   [ "$(psql -X -A -t -q -w -U "$user" -d postgres -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ]
 }
@@ -116,7 +117,7 @@ pass() {
   last=$(cat "$renewed_file" 2>/dev/null || true)
   body=$(kube "$url" 2>&1) || true
   rv=$(printf '%s' "$body" | field resourceVersion)
-  if [ -n "$rv" ] && printf '%s' "$body" | grep -q '"${LEASE_OFF_ANNOTATION}":"true"'; then
+  if [ -n "$rv" ] && printf '%s' "$body" | tr -d '\\n ' | grep -q '"${LEASE_OFF_ANNOTATION}":"true"'; then
     rm -f "$renewed_file"
     say off "the Lease $LEASE_NAME is off (one instance): neither renewing nor fencing"
     return 0
@@ -130,7 +131,7 @@ pass() {
     answer=$(kube -X PATCH -H 'Content-Type: application/merge-patch+json' \
       -d "{\\"metadata\\":{\\"resourceVersion\\":\\"$rv\\"},\\"spec\\":{\\"renewTime\\":\\"$(now_rfc3339)\\"}}" \
       "$url" 2>&1) || true
-    if printf '%s' "$answer" | grep -q '"holderIdentity"'; then
+    if [ -n "$(printf '%s' "$answer" | field holderIdentity)" ]; then
       uptime_s >"$renewed_file.new" && mv -f "$renewed_file.new" "$renewed_file"
       say renewing "renewing the Lease $LEASE_NAME as its holder"
       return 0

@@ -13,11 +13,16 @@ import {
   credentialsSecret,
   endpoints,
   headlessService,
+  instanceRole,
+  instanceRoleBinding,
+  instanceServiceAccount,
   podDisruptionBudget,
   primaryDisruptionBudget,
+  primaryLease,
   readOnlyService,
   readWriteService,
   statefulSet,
+  usesPrimaryLease,
 } from '../../operators/database/src/controllers/database/desired/index.ts';
 import { selectorString } from '../../operators/database/src/controllers/database/desired/labels.ts';
 import { childNames } from '../../operators/database/src/controllers/database/desired/names.ts';
@@ -92,6 +97,10 @@ export function desiredChildren(db: KubeObject): KubeObject[] {
     statefulSet(spec, { configHash: configHash(cm) }),
     podDisruptionBudget(spec),
     primaryDisruptionBudget(spec),
+    // postgres: the primary lease's objects.
+    ...(usesPrimaryLease(spec)
+      ? [instanceServiceAccount(spec), instanceRole(spec), instanceRoleBinding(spec), primaryLease(spec)]
+      : []),
   ].filter((c) => c !== undefined) as unknown as KubeObject[];
   const ns = db.metadata.namespace;
   // Under Retain (the default) the credentials Secret carries no owner: it outlives the Database.

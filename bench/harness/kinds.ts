@@ -1,5 +1,16 @@
 /** The kinds the benchmark deals with and their REST collection paths. */
-export const CHILD_KINDS = ['Secret', 'ConfigMap', 'Service', 'StatefulSet', 'PodDisruptionBudget'] as const;
+export const CHILD_KINDS = [
+  'Secret',
+  'ConfigMap',
+  'Service',
+  'StatefulSet',
+  'PodDisruptionBudget',
+  // postgres: the primary lease (its instances' ServiceAccount, their Role and RoleBinding, the Lease).
+  'ServiceAccount',
+  'Role',
+  'RoleBinding',
+  'Lease',
+] as const;
 export type ChildKind = (typeof CHILD_KINDS)[number];
 
 export const DB_GROUP = 'myapp.example.com';
@@ -12,6 +23,10 @@ const PATHS: Record<ChildKind | 'Database', (ns: string) => string> = {
   Service: (ns) => `/api/v1/namespaces/${ns}/services`,
   StatefulSet: (ns) => `/apis/apps/v1/namespaces/${ns}/statefulsets`,
   PodDisruptionBudget: (ns) => `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`,
+  ServiceAccount: (ns) => `/api/v1/namespaces/${ns}/serviceaccounts`,
+  Role: (ns) => `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`,
+  RoleBinding: (ns) => `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`,
+  Lease: (ns) => `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`,
 };
 
 export function kindPath(kind: ChildKind | 'Database', namespace: string): string {

@@ -282,6 +282,7 @@ async function snapshot(kube: Kube, ns: string): Promise<Record<string, unknown>
     for (const o of objects) {
       if (kind === 'Service' && o.metadata.name === 'kubernetes') continue;
       if (kind === 'ConfigMap' && o.metadata.name === 'kube-root-ca.crt') continue;
+      if (kind === 'ServiceAccount' && o.metadata.name === 'default') continue;
       out[`${kind}/${o.metadata.name}`] = normalize(kind, o, ctx);
     }
   }

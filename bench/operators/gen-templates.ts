@@ -26,11 +26,16 @@ import {
   credentialsSecret,
   endpoints,
   headlessService,
+  instanceRole,
+  instanceRoleBinding,
+  instanceServiceAccount,
   podDisruptionBudget,
   primaryDisruptionBudget,
+  primaryLease,
   readOnlyService,
   readWriteService,
   statefulSet,
+  usesPrimaryLease,
 } from '../../operators/database/src/controllers/database/desired/index.ts';
 import { selectorString } from '../../operators/database/src/controllers/database/desired/labels.ts';
 import {
@@ -204,6 +209,11 @@ export async function generateTemplates(): Promise<string> {
         sts,
         podDisruptionBudget(db),
         primaryDisruptionBudget(db),
+        // The primary lease (postgres): created once, never updated by the peers (on kwok nobody renews
+        // it and nothing fails over; opkit writes its holder only when the primary changes).
+        ...(usesPrimaryLease(db)
+          ? [instanceServiceAccount(db), instanceRole(db), instanceRoleBinding(db), primaryLease(db)]
+          : []),
       ].filter((c) => c !== undefined);
       templates[`${engine}/${version}/${replicas}`] = {
         children,

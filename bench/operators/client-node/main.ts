@@ -119,6 +119,9 @@ const kc = new k8s.KubeConfig();
 if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
 else kc.loadFromDefault();
 const core = kc.makeApiClient(k8s.CoreV1Api);
+/** The primary lease's objects (ServiceAccount, Role, RoleBinding, Lease): created once, as they are. */
+const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
+const CREATE_ONLY = new Set(['ServiceAccount', 'Role', 'RoleBinding', 'Lease']);
 const apps = kc.makeApiClient(k8s.AppsV1Api);
 const policy = kc.makeApiClient(k8s.PolicyV1Api);
 const custom = kc.makeApiClient(k8s.CustomObjectsApi);
@@ -221,6 +224,21 @@ async function ensure(obj: k8s.KubernetesObject, t: Template, uid: string): Prom
   const req = { name, namespace };
   const withVersion = <T extends k8s.KubernetesObject>(live: k8s.KubernetesObject): T =>
     ({ ...obj, metadata: { ...obj.metadata, resourceVersion: live.metadata?.resourceVersion } }) as T;
+  if (CREATE_ONLY.has(obj.kind ?? '')) {
+    // opkit creates them and then only writes the Lease's holder when the primary changes (never on kwok).
+    try {
+      await objects.read({ apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace } });
+      return;
+    } catch (err) {
+      if (code(err) !== 404) throw err;
+    }
+    try {
+      await objects.create(obj);
+    } catch (err) {
+      if (code(err) !== 409) throw err;
+    }
+    return;
+  }
   try {
     switch (obj.kind) {
       case 'Secret': {

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -292,6 +293,27 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		} else if err := r.deleteIfExists(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: d.meta(name, "")}); err != nil {
 			return ctrl.Result{}, err
 		}
+	}
+
+	// The primary lease's objects: created once (a concurrent reconcile may have created them first).
+	for _, want := range d.createOnly {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		err := r.Get(ctx, client.ObjectKeyFromObject(want), live)
+		if err == nil {
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		obj := want.DeepCopy()
+		if err := controllerutil.SetControllerReference(db, obj, r.Scheme); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, err
+		}
+		r.event(db, obj, corev1.EventTypeNormal, "Created", "Create", "created %s %s", obj.GetKind(), obj.GetName())
 	}
 
 	// Role labels on the pods: the designated primary (status.targetPrimary, like opkit; <name>-0 until

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 //go:embed templates.json
@@ -81,6 +82,9 @@ type desired struct {
 	sts      *appsv1.StatefulSet
 	// pdbs by name: `<name>` and, for engines that fail over (postgres), `<name>-primary`.
 	pdbs map[string]*policyv1.PodDisruptionBudget
+	// createOnly: the primary lease's ServiceAccount, Role, RoleBinding and Lease (postgres), created as
+	// they are and never updated (opkit writes the Lease's holder only when the primary changes).
+	createOnly []*unstructured.Unstructured
 }
 
 func applyDefaults(db *Database) {
@@ -144,6 +148,10 @@ func newDesired(db *Database) (*desired, error) {
 			p := &policyv1.PodDisruptionBudget{}
 			err = json.Unmarshal(c, p)
 			d.pdbs[p.Name] = p
+		case "ServiceAccount", "Role", "RoleBinding", "Lease":
+			u := &unstructured.Unstructured{}
+			err = json.Unmarshal(c, &u.Object)
+			d.createOnly = append(d.createOnly, u)
 		}
 		if err != nil {
 			return nil, err

@@ -73,6 +73,16 @@ export class FailoverBench {
       this.kubectl(['get', 'nodes,pods,endpoints', '-n', NS, '-o', 'wide', '--show-labels']).out,
       this.kubectl(['get', 'db', '-n', NS, '-o', 'yaml']).out.slice(-4000),
       ...PODS.map((p) => this.kubectl(['logs', '-n', NS, p, '-c', 'postgres', '--tail', '30']).out),
+      // The primary lease: the Lease and what each sidecar said (lease.sh logs only when it acts).
+      this.kubectl(['get', 'lease', '-n', NS, `${NAME}-primary`, '-o', 'yaml']).out.slice(-1500),
+      ...PODS.map((p) =>
+        this.kubectl(['logs', '-n', NS, p, '-c', 'credentials'])
+          .out.split('\n')
+          .filter((l) => l.startsWith('lease:'))
+          .slice(-10)
+          .map((l) => `${p} ${l}`)
+          .join('\n'),
+      ),
       this.kubectl(['get', 'events', '-n', NS, '--sort-by=.lastTimestamp']).out.slice(-4000),
     ].join('\n');
   }
@@ -165,12 +175,18 @@ export class FailoverBench {
     }
     const first = await this.primaryNow();
     const app = await secretValue(this.cluster, NS, NAME, 'app-username');
-    const created = await this.sql(
-      first,
-      `CREATE TABLE w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}; SELECT 1`,
-      'app',
+    // Retried: sql() gives up after 5 s, which an exec on a loaded machine (load 40) can take.
+    await eventually(
+      'the table w created',
+      async () =>
+        (await this.sql(
+          first,
+          `CREATE TABLE IF NOT EXISTS w (id int PRIMARY KEY); ALTER TABLE w OWNER TO ${app}; SELECT 1`,
+          'app',
+        )) === '1',
+      60_000,
+      1000,
     );
-    assert.equal(created, '1', 'the table w created');
     await this.cluster.client.create(Pods, writerPod(app, this.cluster.cp.realNodes[1] ?? '') as never);
     try {
       await eventually('the writer acknowledging rows', () => this.writerLog().ok.size >= 20, 300_000, 2000);

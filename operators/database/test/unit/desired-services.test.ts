@@ -155,6 +155,8 @@ describe('the bundle', () => {
       appSecret: 'orders-app',
       configMap: 'orders-config',
       podDisruptionBudget: 'orders',
+      lease: 'orders-primary',
+      instanceAccount: 'orders-instance',
     });
   });
 

@@ -370,7 +370,26 @@ describe('engine specifics', () => {
     assert.equal(main(s).args, undefined);
     // The credentials sidecar: the Secret's verifiers and replication password only, read-only.
     const sidecar = podSpec(s).containers.find((c) => c.name === 'credentials');
-    assert.deepEqual(sidecar?.command, ['sh', '/etc/opkit/credentials.sh']);
+    assert.deepEqual(sidecar?.command, [
+      'sh',
+      '-c',
+      'sh /etc/opkit/lease.sh & exec sh /etc/opkit/credentials.sh',
+    ]);
+    // The primary lease: the instances' ServiceAccount, its token in the sidecar only (projected), none
+    // in the server's container and no automounted one.
+    const spec = podSpec(s);
+    assert.equal(spec.serviceAccountName, 'orders-instance');
+    assert.equal(spec.automountServiceAccountToken, false);
+    const token = spec.volumes?.find((v) => v.name === 'lease-token')?.projected;
+    assert.deepEqual(token?.sources?.[0]?.serviceAccountToken, { path: 'token', expirationSeconds: 3600 });
+    assert.deepEqual(token?.sources?.[1]?.configMap?.name, 'kube-root-ca.crt');
+    const mounting = [...(spec.initContainers ?? []), ...spec.containers]
+      .filter((c) => c.volumeMounts?.some((m) => m.name === 'lease-token'))
+      .map((c) => c.name);
+    assert.deepEqual(mounting, ['credentials']);
+    const sidecarEnv = Object.fromEntries((sidecar?.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
+    assert.equal(sidecarEnv.LEASE_NAME, 'orders-primary');
+    assert.equal(sidecarEnv.LEASE_SECONDS, '15');
     const secretVolume = podSpec(s).volumes?.find((v) => v.name === 'credentials')?.secret;
     assert.equal(secretVolume?.secretName, 'orders-credentials');
     assert.deepEqual(secretVolume?.items?.map((i) => i.key).sort(), [

@@ -105,6 +105,7 @@ describe('every script', () => {
       'postgres/credentials.sh',
       'postgres/health.sh',
       'postgres/instance.sh',
+      'postgres/lease.sh',
     ]);
     for (const [name, text] of shells) {
       assert.ok(text.startsWith('#!/bin/sh\n'), name);

@@ -106,7 +106,8 @@ export const RECIPES: Record<string, ImageRecipe> = {
   [POSTGRES_IMAGE]: {
     name: POSTGRES_IMAGE,
     kind: 'debian',
-    include: ['postgresql-15'],
+    // curl: the credentials sidecar renews the primary's Lease with it (engines/postgres/lease.ts).
+    include: ['postgresql-15', 'curl'],
     essentialHook: [
       'echo "postgres:x:999:" >> "$1/etc/group"',
       'echo "postgres:x:999:999:PostgreSQL administrator:/var/lib/postgresql:/bin/bash" >> "$1/etc/passwd"',

@@ -142,6 +142,12 @@ export type Phase = (typeof PHASES)[number];
 export const ANNOTATION_SWITCHOVER_TO = `${GROUP}/switchover-to`;
 /** spec.maxReplicaLag when unset (health.ts' DEFAULT_MAX_LAG_BYTES). */
 export const DEFAULT_MAX_REPLICA_LAG = '64Mi';
+/**
+ * spec.primaryLeaseSeconds when unset: a primary that cannot renew its Lease for that long fences itself
+ * (engines/postgres/lease.ts), and the operator counts it lost once the Lease has not changed for that
+ * long plus PRIMARY_LEASE_MARGIN_SECONDS (failover/lease.ts). Longer than an API server restart.
+ */
+export const DEFAULT_PRIMARY_LEASE_SECONDS = 15;
 /** spec.failoverDelay when unset: seconds the primary may be lost before a failover starts. */
 export const DEFAULT_FAILOVER_DELAY_SECONDS = 10;
 /** The phases of a failover or switchover recorded in status.failover (failover/procedure.ts). */
@@ -435,6 +441,18 @@ const spec = s.object(
           `${DEFAULT_FAILOVER_DELAY_SECONDS}; 0 fails over at once). A deleted primary pod fails over at once.`,
         minimum: 0,
         maximum: 3600,
+        format: 'int32',
+      })
+      .optional(),
+    primaryLeaseSeconds: s
+      .integer({
+        description:
+          `postgres: seconds the primary may fail to renew its Lease (<name>-primary) before it fences ` +
+          `itself (stops accepting writes) and the operator may fail over without reaching it (default ` +
+          `${DEFAULT_PRIMARY_LEASE_SECONDS}). A primary that cannot reach the API server for that long ` +
+          `stops: keep it longer than an API server restart.`,
+        minimum: 8,
+        maximum: 600,
         format: 'int32',
       })
       .optional(),

@@ -30,6 +30,7 @@ import {
   Events,
   generationChanged,
   type KubeObject,
+  Leases,
   type Manager,
   type Node,
   Nodes,
@@ -44,7 +45,10 @@ import {
   type Request,
   type RequestSink,
   type Resource,
+  RoleBindings,
+  Roles,
   Secrets,
+  ServiceAccounts,
   Services,
   StatefulSets,
 } from '@opkit/runtime';
@@ -56,6 +60,7 @@ import {
   LABEL_MANAGED_BY,
   MANAGED_BY,
 } from '../../api/v1/database.ts';
+import { newLeaseMemory } from './failover/lease-io.ts';
 import { FailoverMetrics } from './failover/metrics.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
 import { DEFAULT_REPLICATION_POLL_MS, ReplicationPoller } from './replication-poll.ts';
@@ -73,6 +78,9 @@ export const MANAGED_KINDS: readonly Resource[] = [
   PodDisruptionBudgets,
   Pods,
   PersistentVolumeClaims,
+  ServiceAccounts,
+  Roles,
+  RoleBindings,
 ] as Resource[];
 
 /**
@@ -108,6 +116,15 @@ export const rbac: RbacRule[] = [
   { resource: Nodes, verbs: ['get', 'list', 'watch'] },
   // Volume expansion (patch the request) and the Delete policy (delete the claims).
   { resource: PersistentVolumeClaims, verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
+  // postgres, the primary lease (desired/lease.ts): the instances' ServiceAccount, Role and RoleBinding
+  // (created and kept; gone with the Database by garbage collection). Creating a Role needs every
+  // permission it grants (RBAC escalation prevention): get and patch on leases, below.
+  { resource: ServiceAccounts, verbs: ['get', 'list', 'watch', 'create', 'update'] },
+  { resource: Roles, verbs: ['get', 'list', 'watch', 'create', 'update'] },
+  { resource: RoleBindings, verbs: ['get', 'list', 'watch', 'create', 'update'] },
+  // The Lease `<name>-primary`: read fresh (never watched: its holder renews it every 2 s), created, its
+  // holder written (update); patch only because the instances' Role grants it.
+  { resource: Leases, verbs: ['get', 'create', 'update', 'patch'] },
   // Events about Databases (events.k8s.io/v1, with series updates).
   { resource: Events, verbs: ['create', 'patch'] },
 ];
@@ -219,6 +236,7 @@ export function setupDatabaseController(
     client: mgr.client,
     reader: cacheReader(mgr.cache),
     recorder: mgr.getEventRecorder(EVENT_SOURCE),
+    leases: newLeaseMemory(),
     ...(opts.exec ? { exec: opts.exec, failoverMetrics } : {}),
     ...(opts.exec && poll > 0
       ? {
@@ -239,6 +257,9 @@ export function setupDatabaseController(
     .watches(Secrets, databaseOf)
     .owns(ConfigMaps)
     .owns(PodDisruptionBudgets)
+    .owns(ServiceAccounts)
+    .owns(Roles)
+    .owns(RoleBindings)
     .watches(Pods, databaseOf, { predicates: [podPredicate()] })
     .watches(PersistentVolumeClaims, databaseOf, { predicates: [claimPredicate()] })
     .watches(Nodes, nodeHandler(mgr.cache as Parameters<typeof nodeHandler>[0]), {

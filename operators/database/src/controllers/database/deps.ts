@@ -1,4 +1,5 @@
 /** What the Database reconcile needs from outside: where it reads, where it records events, its clients. */
+
 import {
   type Client,
   type KubeObject,
@@ -9,6 +10,7 @@ import {
   type Resource,
 } from '@opkit/runtime';
 import { LABEL_MANAGED_BY, MANAGED_BY } from '../../api/v1/database.ts';
+import type { LeaseObservation } from './failover/lease.ts';
 import type { FailoverMetrics } from './failover/metrics.ts';
 import type { ReplicationPoller } from './replication-poll.ts';
 
@@ -43,6 +45,19 @@ export interface ReconcilerDeps {
   clock?: () => number;
   /** postgres: asks the primary about its replicas (status.instances lag, the lag gauges). */
   replication?: ReplicationPoller;
+  /**
+   * postgres: what the operator saw of each Database's primary Lease, and its monotonic clock (ms) to
+   * time it (failover/lease.ts). Without them each reconcile starts with no observation (it waits the
+   * full lease before counting on it: safe).
+   */
+  leases?: LeaseMemory;
+}
+
+/** The operator's memory of the primary Leases (one per process; an operator restart starts empty). */
+export interface LeaseMemory {
+  observations: Map<string, LeaseObservation>;
+  /** A monotonic clock in ms (performance.now), never the wall clock. */
+  monotonic: () => number;
 }
 
 /** A Reader over the informer cache (objects are frozen: never mutate them, copy first). */

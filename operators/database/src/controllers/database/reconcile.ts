@@ -73,6 +73,7 @@ import { computeStatus, type Failure, type Observed } from './status.ts';
 import { observeAfterFailure, observeCluster } from './steps/cluster.ts';
 import { ensureConfig } from './steps/config.ts';
 import { ensureDisruptionBudgets } from './steps/disruption.ts';
+import { ensurePrimaryLease } from './steps/lease.ts';
 import { labelRoles } from './steps/roles.ts';
 import { rollPods } from './steps/rollout.ts';
 import { ensureApplicationSecret, ensureCredentials, ensureTlsSecrets } from './steps/secrets.ts';
@@ -201,6 +202,7 @@ export async function reconcileDatabase(
       ensureConfig(run),
       ensureServices(run),
       ensureDisruptionBudgets(run),
+      ensurePrimaryLease(run),
     ] as const);
     await ensureApplicationSecret(run);
     await ensureStatefulSet(run, hash);
@@ -298,9 +300,14 @@ export async function reconcileDatabase(
   if (run.failoverRequeueMs !== undefined) {
     return requeueAfter(Math.min(Math.max(200, run.failoverRequeueMs), renewWait));
   }
-  if (renewIn < RENEWAL_LOOKAHEAD_MS) return requeueAfter(Math.min(renewWait, polled.nextMs ?? renewWait));
+  // The primary Lease's expiry is checked by looking again (the operator does not watch the Lease).
+  const leaseWait = run.leaseRecheckMs !== undefined ? Math.max(1_000, run.leaseRecheckMs) : undefined;
+  const soonest = (ms: number) => (leaseWait !== undefined ? Math.min(ms, leaseWait) : ms);
+  if (renewIn < RENEWAL_LOOKAHEAD_MS)
+    return requeueAfter(soonest(Math.min(renewWait, polled.nextMs ?? renewWait)));
   // The next replication poll.
-  if (polled.nextMs !== undefined) return requeueAfter(Math.max(1_000, polled.nextMs));
+  if (polled.nextMs !== undefined) return requeueAfter(soonest(Math.max(1_000, polled.nextMs)));
+  if (leaseWait !== undefined) return requeueAfter(leaseWait);
   return;
 }
 

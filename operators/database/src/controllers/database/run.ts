@@ -68,6 +68,8 @@ export class Run {
   tlsState: TlsState | undefined;
   /** The failover procedure asks to look again in this many ms. */
   failoverRequeueMs: number | undefined;
+  /** The primary Lease is to be looked at again in this many ms (whether it expired). */
+  leaseRecheckMs: number | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;

@@ -1,5 +1,10 @@
 /** The builders work on the defaulted spec: a Database read from the API server already is. */
-import { type Database, Databases, type DefaultedDatabase } from '../../../api/v1/database.ts';
+import {
+  type Database,
+  Databases,
+  DEFAULT_PRIMARY_LEASE_SECONDS,
+  type DefaultedDatabase,
+} from '../../../api/v1/database.ts';
 
 /** The Databases withDefaults returned: the builders of one reconcile share one, never copied again. */
 const defaulted = new WeakSet<object>();
@@ -14,4 +19,9 @@ export function withDefaults(db: Database | DefaultedDatabase): DefaultedDatabas
   const d = Databases.applyDefaults(db as Database);
   defaulted.add(d);
   return d;
+}
+
+/** spec.primaryLeaseSeconds or its default (postgres: the primary lease, desired/lease.ts). */
+export function primaryLeaseSeconds(db: Database | DefaultedDatabase): number {
+  return db.spec.primaryLeaseSeconds ?? DEFAULT_PRIMARY_LEASE_SECONDS;
 }

@@ -65,9 +65,16 @@ export function desiredChildren(
 }
 
 export { configHash, configMap } from './config.ts';
-export { withDefaults } from './defaults.ts';
+export { primaryLeaseSeconds, withDefaults } from './defaults.ts';
 export { DEFAULT_CLUSTER_DOMAIN, type Endpoints, endpoints } from './endpoints.ts';
 export * from './labels.ts';
+export {
+  instanceRole,
+  instanceRoleBinding,
+  instanceServiceAccount,
+  primaryLease,
+  usesPrimaryLease,
+} from './lease.ts';
 export * from './names.ts';
 export { podDisruptionBudget, primaryDisruptionBudget } from './pdb.ts';
 export { compareQuantities, parseQuantity } from './quantity.ts';

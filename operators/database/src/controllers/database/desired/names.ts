@@ -26,6 +26,10 @@ export interface ChildNames {
   configMap: string;
   /** PodDisruptionBudget `<name>` (only with replicas > 1). */
   podDisruptionBudget: string;
+  /** postgres: the primary Lease `<name>-primary` (coordination.k8s.io), renewed by the primary's sidecar. */
+  lease: string;
+  /** postgres: the instances' ServiceAccount, Role and RoleBinding `<name>-instance` (the lease only). */
+  instanceAccount: string;
 }
 
 export function childNames(db: KubeObject): ChildNames {
@@ -41,6 +45,8 @@ export function childNames(db: KubeObject): ChildNames {
     appSecret: `${name}-app`,
     configMap: `${name}-config`,
     podDisruptionBudget: name,
+    lease: `${name}-primary`,
+    instanceAccount: `${name}-instance`,
   };
 }
 

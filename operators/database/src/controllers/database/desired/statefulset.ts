@@ -105,6 +105,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
   if (pod.shareProcessNamespace) podSpec.shareProcessNamespace = true;
   if (d.spec.nodeSelector) podSpec.nodeSelector = { ...d.spec.nodeSelector };
   if (d.spec.tolerations) podSpec.tolerations = d.spec.tolerations.map((t) => ({ ...t }));
+  if (pod.serviceAccountName) podSpec.serviceAccountName = pod.serviceAccountName;
   if (d.spec.priorityClassName) podSpec.priorityClassName = d.spec.priorityClassName;
   return {
     apiVersion: 'apps/v1',

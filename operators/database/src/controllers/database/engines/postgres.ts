@@ -17,6 +17,7 @@
  * replication test on real postgres.
  */
 import { type DefaultedDatabase, RESERVED_PARAMETERS } from '../../../api/v1/database.ts';
+import { primaryLeaseSeconds } from '../desired/defaults.ts';
 import {
   CLUSTER_KEYS,
   CONFIG_DIR,
@@ -44,6 +45,7 @@ import { healthScript, maxLagBytes } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
+import { LEASE_TOKEN_DIR, leaseScript } from './postgres/lease.ts';
 import { POSTGRES_TLS_VOLUME } from './postgres/primary-tls.ts';
 import { roleVerifier } from './postgres/scram.ts';
 import type {
@@ -64,6 +66,7 @@ export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
+export * from './postgres/lease.ts';
 export * from './postgres/primary-tls.ts';
 export * from './postgres/replication.ts';
 export * from './postgres/report.ts';
@@ -84,7 +87,12 @@ export const POSTGRES_FILES = {
   instance: 'instance.sh',
   health: 'health.sh',
   credentials: 'credentials.sh',
+  lease: 'lease.sh',
 } as const;
+/** The projected volume of the instance ServiceAccount's token (the credentials sidecar only). */
+export const POSTGRES_LEASE_TOKEN_VOLUME = 'lease-token';
+/** Lifetime of the projected token (the kubelet rotates it at 80%). */
+export const LEASE_TOKEN_SECONDS = 3600;
 /** Where the credentials sidecar mounts the Secret (its verifiers and the replication password). */
 export const POSTGRES_CREDENTIALS_DIR = '/etc/opkit-credentials';
 /** The in-memory volume of the replication passfile (never on the data volume). */
@@ -405,12 +413,24 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     resources: ctx.resources,
     securityContext: ctx.securityContext,
   };
-  // Applies password changes from the Secret (SCRAM verifiers) and keeps the passfile current.
+  // Applies password changes from the Secret (SCRAM verifiers) and keeps the passfile current; renews
+  // the primary lease beside it (lease.sh, in the background), or fences the instance.
   const credentials = {
     name: 'credentials',
     image: ctx.image,
-    command: ['sh', `${CONFIG_DIR}/${POSTGRES_FILES.credentials}`],
+    command: [
+      'sh',
+      '-c',
+      `sh ${CONFIG_DIR}/${POSTGRES_FILES.lease} & exec sh ${CONFIG_DIR}/${POSTGRES_FILES.credentials}`,
+    ],
     env: [
+      // The primary lease (lease.sh): the pod, the Lease, its duration, the data directory to stop.
+      fieldEnv('POD_NAME', 'metadata.name'),
+      fieldEnv('POD_NAMESPACE', 'metadata.namespace'),
+      valueEnv('LEASE_NAME', names.lease),
+      valueEnv('LEASE_SECONDS', primaryLeaseSeconds(db)),
+      valueEnv('LEASE_TOKEN_DIR', LEASE_TOKEN_DIR),
+      valueEnv('PGDATA', layout.dataDir),
       valueEnv('PGHOST', POSTGRES_SOCKET_DIR),
       valueEnv('PGPORT', POSTGRES_PORT),
       valueEnv('PASSFILE', POSTGRES_PASSFILE),
@@ -421,7 +441,12 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       valueEnv('TLS_DIR', POSTGRES_TLS_DIR),
       secretEnv('POSTGRES_USER', db, SECRET_KEYS.adminUsername),
     ],
-    volumeMounts: instanceMounts(layout),
+    volumeMounts: [
+      // Read-only: pg_ctl stop (the fence) reads postmaster.pid.
+      { name: VOLUMES.data, mountPath: layout.mountPath, readOnly: true },
+      ...instanceMounts(layout),
+      { name: POSTGRES_LEASE_TOKEN_VOLUME, mountPath: LEASE_TOKEN_DIR, readOnly: true },
+    ],
     resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
     securityContext: ctx.securityContext,
   };
@@ -448,7 +473,20 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
       { name: 'socket', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       // Parallel queries use POSIX shared memory; a container's default /dev/shm is 64 MB.
       { name: 'shm', emptyDir: { medium: 'Memory' } },
+      // The instance ServiceAccount's token and the cluster's CA, for the primary lease (the sidecar
+      // only: the pod does not automount a token, the server's container has none).
+      {
+        name: POSTGRES_LEASE_TOKEN_VOLUME,
+        projected: {
+          defaultMode: 0o440,
+          sources: [
+            { serviceAccountToken: { path: 'token', expirationSeconds: LEASE_TOKEN_SECONDS } },
+            { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+          ],
+        },
+      },
     ],
+    serviceAccountName: names.instanceAccount,
     terminationGracePeriodSeconds: POSTGRES_TERMINATION_GRACE,
     // Not postgres as PID 1: a process orphaned in the container (a probe's or an exec's psql whose
     // shell was killed on timeout) is re-parented to PID 1, and a postmaster that reaps a child killed
@@ -512,6 +550,7 @@ export const postgres: Engine = {
     [POSTGRES_FILES.instance]: instanceScript(),
     [POSTGRES_FILES.health]: healthScript(),
     [POSTGRES_FILES.credentials]: credentialsScript(),
+    [POSTGRES_FILES.lease]: leaseScript(),
     ...postgresClusterData(db, cluster),
   }),
   pod: postgresPod,

@@ -56,6 +56,8 @@ export interface EnginePod {
    * crashed backend and restarts every connection).
    */
   shareProcessNamespace?: boolean;
+  /** The pod's ServiceAccount (postgres: the instances', for the primary lease; its token mounted in one sidecar only). */
+  serviceAccountName?: string;
 }
 
 /**

@@ -10,6 +10,9 @@
  *   - its node is NotReady (PrimaryNodeNotReady), its server container is crash-looping or waiting to
  *     start again (PrimaryCrashLooping), or the pod is not Ready (PrimaryNotReady), for longer than
  *     spec.failoverDelay, counted from the last transition of the node's or the pod's Ready condition.
+ *   - its Lease (`<name>-primary`, renewed by its sidecar) has not changed for spec.primaryLeaseSeconds
+ *     plus a margin by the operator's clock (PrimaryLeaseExpired, failover/lease.ts): at once, since the
+ *     primary has fenced itself by then (only when its sidecar renewed the Lease at least once);
  * and a failover starts only when at least one replica can be promoted: its pod exists, is not being
  * deleted, its server container runs and its node is not NotReady (its readiness is no criterion: an
  * honest replica is not ready once its primary is gone, since it no longer streams).
@@ -24,6 +27,7 @@ export const FAILOVER_REASONS = {
   notReady: 'PrimaryNotReady',
   crashLooping: 'PrimaryCrashLooping',
   nodeNotReady: 'PrimaryNodeNotReady',
+  leaseExpired: 'PrimaryLeaseExpired',
   switchover: 'Switchover',
   nodeCordoned: 'PrimaryNodeCordoned',
 } as const;
@@ -113,6 +117,8 @@ export interface FailoverInput {
   delayMs: number;
   /** The switchover-to annotation, when set. */
   switchoverTo?: string | undefined;
+  /** The primary's Lease expired (failover/lease.ts primaryLeaseState): it has fenced itself. */
+  leaseExpired?: boolean;
 }
 
 export type FailoverDecision =
@@ -157,7 +163,10 @@ export function candidatePods(input: FailoverInput): Pod[] {
 export function decideFailover(input: FailoverInput): FailoverDecision {
   const primaryPod = byName(input.pods, input.primary);
   const node = input.nodes.get(primaryPod?.spec?.nodeName ?? '');
-  const health = primaryHealth(primaryPod, node);
+  let health = primaryHealth(primaryPod, node);
+  if (input.leaseExpired && !(health.lost && health.immediate)) {
+    health = { lost: true, reason: FAILOVER_REASONS.leaseExpired, since: undefined, immediate: true };
+  }
   const candidates = candidatePods(input);
   if (health.lost) {
     const since = health.since ?? input.now;
@@ -234,6 +243,8 @@ function describeLoss(primary: string, reason: FailoverReason): string {
       return `the node of the primary ${primary} is NotReady`;
     case FAILOVER_REASONS.crashLooping:
       return `the primary ${primary} is crash-looping`;
+    case FAILOVER_REASONS.leaseExpired:
+      return `the primary ${primary} stopped renewing its Lease (it has fenced itself)`;
     default:
       return `the primary ${primary} is not Ready`;
   }

@@ -78,6 +78,8 @@ import {
   serverRunning,
   timeOf,
 } from './decide.ts';
+import { fencedByLease, primaryLeaseState } from './lease.ts';
+import type { LeaseView, PrimaryLeaseAccess } from './lease-io.ts';
 import type { FailoverMetrics } from './metrics.ts';
 
 export type FailoverRecord = NonNullable<DatabaseStatus['failover']>;
@@ -99,6 +101,8 @@ export interface FailoverContext {
   normal(reason: string, action: string, note: string): void;
   warning(reason: string, action: string, note: string): void;
   metrics?: FailoverMetrics | undefined;
+  /** The primary Lease (failover/lease-io.ts); without it the procedure works as before it existed. */
+  lease?: PrimaryLeaseAccess | undefined;
 }
 
 export interface FailoverOutcome {
@@ -108,6 +112,8 @@ export interface FailoverOutcome {
   fenced: boolean;
   /** Look again in this many ms (waiting for failoverDelay, a step to take effect, a retry). */
   requeueMs?: number;
+  /** Look at the primary's Lease again in this many ms (whether it expired). */
+  leaseRecheckMs?: number;
 }
 
 /** Exec timeout: a fast shutdown is bounded at 50 s by the commands themselves. */
@@ -235,6 +241,13 @@ class Procedure {
       switchoverTo,
     };
     input.nodes = await this.nodes([primaryPod?.spec?.nodeName]);
+    let leaseRecheckMs: number | undefined;
+    const view = await this.leaseView();
+    if (view) {
+      const state = primaryLeaseState({ ...view, primary: this.primary });
+      if (state.kind === 'expired') input.leaseExpired = true;
+      if (state.kind === 'held') leaseRecheckMs = state.recheckMs + 100;
+    }
     let decision = decideFailover(input);
     if (decision.kind === 'start' || decision.kind === 'blocked') {
       // Decide again knowing the candidates' nodes (one read each, only when it matters).
@@ -243,7 +256,7 @@ class Procedure {
     }
     switch (decision.kind) {
       case 'none':
-        return this.done(false);
+        return { ...this.done(false), ...(leaseRecheckMs !== undefined ? { leaseRecheckMs } : {}) };
       case 'wait':
         this.ctx.log?.info({ reason: decision.reason, afterMs: decision.afterMs }, decision.message);
         return this.done(false, decision.afterMs + 100);
@@ -283,6 +296,7 @@ class Procedure {
       s.primaryEpoch = (s.primaryEpoch ?? 0) + 1;
     });
     if (switchoverTo !== undefined) await this.removeAnnotation();
+    await this.clearLeaseHolder();
     const labels = { namespace: this.ns, database: this.name };
     if (decision.switchover) this.ctx.metrics?.switchovers.inc(labels);
     else this.ctx.metrics?.failovers.inc({ ...labels, reason: decision.reason });
@@ -292,6 +306,29 @@ class Procedure {
       `${decision.message}: fencing ${decision.from}`,
     );
     return this.done(true, 0);
+  }
+
+  /**
+   * The Lease names nobody: the former primary's sidecar fences it at once if it can read it (and
+   * otherwise once it cannot renew). A failure is retried by the reconcile's step, which keeps the holder
+   * '' while the pods are handed `none`.
+   */
+  /** The Lease as read now; undefined when there is no access or the read failed (then it says nothing). */
+  async leaseView(): Promise<LeaseView | undefined> {
+    try {
+      return await this.ctx.lease?.read();
+    } catch (err) {
+      this.ctx.log?.info({ err: String(err) }, 'reading the primary Lease failed');
+      return undefined;
+    }
+  }
+
+  async clearLeaseHolder(): Promise<void> {
+    try {
+      await this.ctx.lease?.setHolder('');
+    } catch (err) {
+      this.ctx.log?.info({ err: String(err) }, 'clearing the primary Lease holder failed; retried');
+    }
   }
 
   async removeAnnotation(): Promise<void> {
@@ -317,7 +354,7 @@ class Procedure {
   }
 
   /** Stops the former primary; true once it is fenced. */
-  async fence(from: string): Promise<{ fenced: boolean; why: string }> {
+  async fence(from: string): Promise<{ fenced: boolean; why: string; retryMs?: number }> {
     const pod = this.pod(from);
     if (!pod) return { fenced: true, why: `${from}'s pod is gone` };
     if (!serverRunning(pod)) return { fenced: true, why: `${from}'s server container is not running` };
@@ -329,6 +366,19 @@ class Procedure {
         why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
       };
     } catch (err) {
+      // Exec cannot reach it (a dead kubelet): its own sidecar fences it when the Lease says so.
+      const view = await this.leaseView();
+      if (view) {
+        const byLease = fencedByLease({ ...view, from });
+        if (byLease.kind === 'fenced') return { fenced: true, why: byLease.why };
+        if (byLease.kind === 'wait') {
+          return {
+            fenced: false,
+            why: `cannot reach ${from} (${err instanceof Error ? err.message : String(err)}); ${byLease.message}`,
+            retryMs: Math.min(RETRY_MS, byLease.afterMs + 100),
+          };
+        }
+      }
       const nodes = await this.nodes([pod.spec?.nodeName]);
       const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
       if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
@@ -389,7 +439,7 @@ class Procedure {
     const fence = await this.fence(f.from);
     if (!fence.fenced) {
       await this.note(f, fence.why);
-      return this.done(true, RETRY_MS);
+      return this.done(true, fence.retryMs ?? RETRY_MS);
     }
     this.ctx.metrics?.fencing.inc({ namespace: this.ns, database: this.name });
     const { states } = await this.candidateStates(f.from);
@@ -438,6 +488,9 @@ class Procedure {
       return this.done(true, STEP_MS);
     }
     const epoch = this.epoch + 1;
+    // The Lease names it before it is promoted: its sidecar would fence a writable primary the Lease
+    // does not name (a failure is retried: nothing was promoted yet).
+    await this.ctx.lease?.setHolder(to);
     let r: Awaited<ReturnType<Procedure['exec']>>;
     try {
       // The other instances' replication slots, so they follow without a fresh clone.

@@ -2,8 +2,10 @@
 import { isControlledBy, Pods, StatefulSets } from '@opkit/runtime';
 import { selectorString } from '../desired/labels.ts';
 import { engineFor } from '../engines/index.ts';
+import { PrimaryLeaseAccess } from '../failover/lease-io.ts';
 import { liveConfigData, runFailover } from '../failover/procedure.ts';
 import type { Run } from '../run.ts';
+import { leaseMemory } from './lease.ts';
 
 /**
  * The cluster record (designated primary, system identifier) from the recorded status and the pods'
@@ -33,10 +35,12 @@ export async function observeCluster(run: Run): Promise<void> {
       normal: (reason, action, note) => run.normal(reason, action, note),
       warning: (reason, action, note) => run.warning(reason, action, note),
       metrics: run.deps.failoverMetrics,
+      lease: new PrimaryLeaseAccess(run.client, run.db, leaseMemory(run), run.signal),
     }),
   );
   run.db = outcome.db;
   run.failoverRequeueMs = outcome.requeueMs;
+  run.leaseRecheckMs = outcome.leaseRecheckMs;
   run.cluster = engine.observe(run.spec, run.db.status, run.pods);
   if (outcome.fenced) run.cluster.record.fenced = true;
 }

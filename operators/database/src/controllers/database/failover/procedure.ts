@@ -81,6 +81,7 @@ import {
 import { fencedByLease, primaryLeaseState } from './lease.ts';
 import type { LeaseView, PrimaryLeaseAccess } from './lease-io.ts';
 import type { FailoverMetrics } from './metrics.ts';
+import type { NodeHeartbeatView } from './node-heartbeat-io.ts';
 
 export type FailoverRecord = NonNullable<DatabaseStatus['failover']>;
 
@@ -103,6 +104,8 @@ export interface FailoverContext {
   metrics?: FailoverMetrics | undefined;
   /** The primary Lease (failover/lease-io.ts); without it the procedure works as before it existed. */
   lease?: PrimaryLeaseAccess | undefined;
+  /** The nodes' heartbeats (failover/node-heartbeat-io.ts); without them no node counts as silent. */
+  heartbeats?: NodeHeartbeatView | undefined;
 }
 
 export interface FailoverOutcome {
@@ -202,6 +205,11 @@ class Procedure {
     return out;
   }
 
+  /** The silent nodes of the Database's pods (memory only: no request). */
+  silentNodes(): ReadonlyMap<string, number> {
+    return this.ctx.heartbeats?.silent(this.ctx.pods.map((p) => p.spec?.nodeName)) ?? new Map();
+  }
+
   delayMs(): number {
     return (this.ctx.spec.spec.failoverDelay ?? DEFAULT_FAILOVER_DELAY_SECONDS) * 1000;
   }
@@ -239,6 +247,7 @@ class Procedure {
       now: this.ctx.now(),
       delayMs: this.delayMs(),
       switchoverTo,
+      silentNodes: this.silentNodes(),
     };
     input.nodes = await this.nodes([primaryPod?.spec?.nodeName]);
     let leaseRecheckMs: number | undefined;
@@ -246,7 +255,12 @@ class Procedure {
     if (view) {
       const state = primaryLeaseState({ ...view, primary: this.primary });
       if (state.kind === 'expired') input.leaseExpired = true;
-      if (state.kind === 'held') leaseRecheckMs = state.recheckMs + 100;
+      if (state.kind === 'held') {
+        leaseRecheckMs = state.recheckMs + 100;
+        // Its sidecar renews: it fences the primary when the failover clears the holder, so a silent
+        // node may count against the primary (decide.ts).
+        input.leaseHeld = true;
+      }
     }
     let decision = decideFailover(input);
     if (decision.kind === 'start' || decision.kind === 'blocked') {
@@ -358,6 +372,12 @@ class Procedure {
     const pod = this.pod(from);
     if (!pod) return { fenced: true, why: `${from}'s pod is gone` };
     if (!serverRunning(pod)) return { fenced: true, why: `${from}'s server container is not running` };
+    const node = pod.spec?.nodeName ?? '';
+    if (this.silentNodes().has(node)) {
+      // Its kubelet is silent: exec would fail (or hang until its timeout) without reaching it. Only the
+      // Lease is read: look again every second for the sidecar's acknowledgement.
+      return this.fenceUnreachable(from, pod, `the kubelet of its node ${node} is silent`, STEP_MS);
+    }
     try {
       const r = await this.exec(from, fenceCommand(this.epoch));
       if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
@@ -366,32 +386,42 @@ class Procedure {
         why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
       };
     } catch (err) {
-      // Exec cannot reach it (a dead kubelet): its own sidecar fences it when the Lease says so.
-      const view = await this.leaseView();
-      if (view) {
-        const byLease = fencedByLease({ ...view, from });
-        if (byLease.kind === 'fenced') return { fenced: true, why: byLease.why };
-        if (byLease.kind === 'wait') {
-          return {
-            fenced: false,
-            why: `cannot reach ${from} (${err instanceof Error ? err.message : String(err)}); ${byLease.message}`,
-            retryMs: Math.min(RETRY_MS, byLease.afterMs + 100),
-          };
-        }
-      }
-      const nodes = await this.nodes([pod.spec?.nodeName]);
-      const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
-      if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
+      return this.fenceUnreachable(from, pod, err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  /**
+   * A former primary exec cannot reach (a dead kubelet): its own sidecar fences it when the Lease says
+   * so (the failover cleared the holder), else it counts as fenced once its node has been NotReady for
+   * failoverDelay.
+   */
+  async fenceUnreachable(
+    from: string,
+    pod: Pod,
+    why: string,
+    retryMs = RETRY_MS,
+  ): Promise<{ fenced: boolean; why: string; retryMs?: number }> {
+    const view = await this.leaseView();
+    if (view) {
+      const byLease = fencedByLease({ ...view, from });
+      if (byLease.kind === 'fenced') return { fenced: true, why: byLease.why };
+      if (byLease.kind === 'wait') {
         return {
-          fenced: true,
-          why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
+          fenced: false,
+          why: `cannot reach ${from} (${why}); ${byLease.message}`,
+          retryMs: Math.min(retryMs, byLease.afterMs + 100),
         };
       }
+    }
+    const nodes = await this.nodes([pod.spec?.nodeName]);
+    const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
+    if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
       return {
-        fenced: false,
-        why: `cannot reach ${from}: ${err instanceof Error ? err.message : String(err)}`,
+        fenced: true,
+        why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
       };
     }
+    return { fenced: false, why: `cannot reach ${from}: ${why}` };
   }
 
   /** Each candidate's state, through exec; those that do not answer are left out. */
@@ -406,6 +436,7 @@ class Procedure {
       nodes: await this.nodes(this.ctx.pods.map((p) => p.spec?.nodeName)),
       now: this.ctx.now(),
       delayMs: this.delayMs(),
+      silentNodes: this.silentNodes(),
     };
     const states: CandidateState[] = [];
     const all = new Map<string, InstanceState>();
@@ -516,10 +547,12 @@ class Procedure {
     } catch {
       // The timeline is recorded later then.
     }
-    // Every other reachable pod learns the new primary at once (its probes judge against it).
+    // Every other reachable pod learns the new primary at once (its probes judge against it); exec cannot
+    // reach those on a node whose kubelet is silent (they learn it from the ConfigMap when back).
+    const silent = this.silentNodes();
     await Promise.all(
       this.ctx.pods
-        .filter((p) => p.metadata.name !== to && serverRunning(p))
+        .filter((p) => p.metadata.name !== to && serverRunning(p) && !silent.has(p.spec?.nodeName ?? ''))
         .map((p) =>
           this.exec(p.metadata.name ?? '', designateCommand(to, epoch), QUERY_TIMEOUT_MS).catch(
             () => undefined,
@@ -549,9 +582,12 @@ class Procedure {
       (p) => p.metadata.name !== to && !p.metadata.deletionTimestamp && serverRunning(p),
     );
     let pending = false;
+    const silent = this.silentNodes();
     for (const p of others) {
       const pod = p.metadata.name ?? '';
       if (restarted.has(pod)) continue;
+      // Unreachable while its node's kubelet is silent: nothing waits for it, it follows when back.
+      if (silent.has(p.spec?.nodeName ?? '')) continue;
       let st: InstanceState | undefined;
       try {
         st = parseInstanceState((await this.exec(pod, stateCommand(), QUERY_TIMEOUT_MS)).stdout);

@@ -12,7 +12,10 @@
  *   Fencing    once the ConfigMap says `none` and no pod carries role=primary: the former primary is
  *              stopped (pods/exec: its designation file says `none`, then `pg_ctl stop -m fast`, which
  *              sends the remaining WAL to the connected standbys). Confirmed when that succeeded, or its
- *              pod or server container is gone, or its node has been NotReady for failoverDelay (then it
+ *              pod or server container is gone, or, when exec cannot reach it (a dead kubelet; not even
+ *              tried on a node whose kubelet is silent, node-heartbeat.ts), its sidecar acknowledged its
+ *              fence on the Lease whose holder the start cleared, or that Lease has been silent for
+ *              LEASE + MARGIN (lease.ts), or its node has been NotReady for failoverDelay (then it
  *              cannot be reached: the kubelet on that node took it out of the Services, and should it come
  *              back it sees `none` and waits; its liveness fails while it acts as a primary that is not
  *              the designated one). Then each candidate replica is queried (WAL received, replayed,
@@ -24,7 +27,7 @@
  *   Rejoining  once the ConfigMap names the new primary, every other instance that does not stream from
  *              it is restarted (a fast shutdown; the kubelet starts it again and instance.sh follows the
  *              new primary, rewinding or cloning as needed); one that exec cannot reach on a NotReady
- *              node is left to follow when it comes back. Done when the new primary is Ready:
+ *              node, or on a node whose kubelet is silent, is left to follow when it comes back. Done when the new primary is Ready:
  *              status.lastFailover, Events, status.failover cleared. The former primary rejoins by itself
  *              when it comes back (it may be on a dead node: nothing waits for it).
  */

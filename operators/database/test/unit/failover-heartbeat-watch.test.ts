@@ -1,12 +1,22 @@
 /**
  * The watch of the nodes' Leases (failover/node-heartbeat-io.ts): renewals update the operator's memory
  * and never enqueue a Database; only a node that goes silent wakes (once) the Databases on it; a Lease
- * never renewed wakes nobody. A fake clock and fake timers: no waiting.
+ * never renewed wakes nobody (a fake clock and fake timers: no waiting). The controller watches them in
+ * kube-node-lease only, as its rbac export allows.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { EventHandler, Lease, Request, RequestSink } from '@opkit/runtime';
-import { rbac } from '../../src/controllers/database/controller.ts';
+import {
+  createManager,
+  type EventHandler,
+  type Lease,
+  Leases,
+  type Request,
+  type RequestSink,
+  silentLogger,
+} from '@opkit/runtime';
+import { type FakeAction, FakeClient, FakePodExecutor } from '@opkit/runtime/testing';
+import { rbac, setupDatabaseController } from '../../src/controllers/database/controller.ts';
 import { NodeHeartbeats, type Timers } from '../../src/controllers/database/failover/node-heartbeat-io.ts';
 
 /** A clock and timers that move only when told to. */
@@ -118,14 +128,34 @@ describe('the watch of the nodes’ Leases', () => {
     assert.equal(beats.beats.has('n1'), false);
     beats.stop();
   });
+});
 
-  test('the operator may list and watch Leases (the informer of kube-node-lease)', () => {
-    const leases = rbac.filter((r) => 'resource' in r && r.resource.plural === 'leases');
-    for (const verb of ['get', 'list', 'watch']) {
-      assert.ok(
-        leases.some((r) => r.verbs.includes(verb as never)),
-        `${verb} leases`,
-      );
+describe('the controller with pods/exec (FakeClient)', () => {
+  test('watches the Leases of kube-node-lease only, as its rbac export allows', async () => {
+    const client = new FakeClient();
+    const mgr = await createManager({ client, logger: silentLogger() });
+    setupDatabaseController(mgr, { exec: new FakePodExecutor({ client }), replicationPollMs: 0 });
+    const stop = new AbortController();
+    const running = mgr.start({ signal: stop.signal });
+    try {
+      const deadline = Date.now() + 5_000;
+      let seen: FakeAction[] = [];
+      while (Date.now() < deadline) {
+        seen = client.actions({ resource: Leases, verb: ['list', 'watch'] });
+        if (seen.length > 0) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(seen.length > 0, 'a list or watch of Leases');
+      for (const a of seen) {
+        assert.equal(a.namespace, 'kube-node-lease', 'no other namespace');
+        const allowed = rbac.some(
+          (r) => 'resource' in r && r.resource.plural === 'leases' && r.verbs.includes(a.verb as never),
+        );
+        assert.ok(allowed, `rbac allows ${a.verb} leases`);
+      }
+    } finally {
+      stop.abort();
+      await running;
     }
   });
 });

@@ -27,9 +27,10 @@
  *   Rejoining  once the ConfigMap names the new primary, every other instance that does not stream from
  *              it is restarted (a fast shutdown; the kubelet starts it again and instance.sh follows the
  *              new primary, rewinding or cloning as needed); one that exec cannot reach on a NotReady
- *              node, or on a node whose kubelet is silent, is left to follow when it comes back. Done when the new primary is Ready:
- *              status.lastFailover, Events, status.failover cleared. The former primary rejoins by itself
- *              when it comes back (it may be on a dead node: nothing waits for it).
+ *              node, or on a node whose kubelet is silent, is left to follow when it comes back. Done
+ *              when the new primary is Ready: status.lastFailover, Events, status.failover cleared. The
+ *              former primary rejoins by itself when it comes back (it may be on a dead node: nothing
+ *              waits for it).
  */
 import {
   type Client,

@@ -115,6 +115,26 @@ describe('the watch of the nodes’ Leases', () => {
     beats.stop();
   });
 
+  test('an API server outage: nobody woken during it; a node that does not renew after it, woken 20 s after its end', () => {
+    const { time, woken, renew, beats } = setup();
+    for (let t = 0; t <= 30_000; t += 10_000) {
+      time.advance(t);
+      renew('n1');
+      renew('n2');
+    }
+    // Nothing from 30 s to 52 s (n1's timer fires at 50 s: a blackout, it looks again); then only n2.
+    for (const t of [52_000, 62_000, 72_000]) {
+      time.advance(t);
+      renew('n2');
+    }
+    assert.deepEqual(woken, [], 'nobody woken up to 72 s');
+    time.advance(73_000);
+    assert.deepEqual(woken, ['n1'], '20 s after the blackout ended (52 s), within the timer slack');
+    time.advance(120_000);
+    assert.deepEqual(woken, ['n1'], 'once');
+    beats.stop();
+  });
+
   test('every node silent at once (the watch, or the API server): nobody woken; a node deleted is forgotten', () => {
     const { time, woken, renew, beats, handler, sink, versions } = setup();
     for (let t = 0; t <= 30_000; t += 10_000) {

@@ -14,6 +14,8 @@ import {
   type FailoverInput,
 } from '../../src/controllers/database/failover/decide.ts';
 import {
+  afterChange,
+  type HeartbeatWatch,
   type NodeHeartbeat,
   nodeSilence,
   observeNodeLease,
@@ -35,15 +37,27 @@ function nodeLease(node: string, rv: string, durationSeconds: number | undefined
   } as Lease;
 }
 
-/** The operator's memory after seeing these versions of each node's Lease at these times (its clock). */
-function seen(events: ReadonlyArray<[node: string, rv: string, at: number]>): Map<string, NodeHeartbeat> {
-  const beats = new Map<string, NodeHeartbeat>();
-  for (const [node, rv, at] of events) {
-    const next = observeNodeLease(beats.get(node), nodeLease(node, rv), at);
-    if (next) beats.set(node, next);
-  }
-  return beats;
+interface Memory {
+  beats: Map<string, NodeHeartbeat>;
+  watch: HeartbeatWatch | undefined;
 }
+
+/** The operator's memory after seeing these versions of each node's Lease at these times (its clock). */
+function seen(events: ReadonlyArray<[node: string, rv: string, at: number]>): Memory {
+  const mem: Memory = { beats: new Map(), watch: undefined };
+  for (const [node, rv, at] of events) {
+    const prev = mem.beats.get(node);
+    const next = observeNodeLease(prev, nodeLease(node, rv), at);
+    if (!next) continue;
+    mem.beats.set(node, next);
+    if (prev && prev.resourceVersion !== next.resourceVersion) {
+      mem.watch = afterChange(mem.watch, at, next.renewMs);
+    }
+  }
+  return mem;
+}
+
+const silence = (mem: Memory, node: string, now: number) => nodeSilence(mem.beats, mem.watch, node, now);
 
 /** Two nodes renewing every 10 s from t=0 to `until` (the operator's clock), `dead` stopping at `diesAt`. */
 function renewals(until: number, dead = 'n1', diesAt = Number.POSITIVE_INFINITY) {
@@ -78,18 +92,21 @@ describe('node heartbeats: observations by the operator’s own clock', () => {
 describe('nodeSilence: has a kubelet stopped renewing its node Lease?', () => {
   test('silent once unchanged for 2 renew intervals (20 s) while another node renews; beating before', () => {
     // n1's last renewal seen at 30 s; n2 renews on.
-    const beats = seen(renewals(60_000, 'n1', 35_000));
-    assert.deepEqual(nodeSilence(beats, 'n1', 49_999), { kind: 'beating', silentInMs: 1 });
-    assert.deepEqual(nodeSilence(beats, 'n1', 50_000), { kind: 'silent', silentMs: 20_000 });
-    assert.deepEqual(nodeSilence(beats, 'n1', 58_000), { kind: 'silent', silentMs: 28_000 });
-    assert.equal(nodeSilence(beats, 'n2', 58_000).kind, 'beating');
-    assert.deepEqual([...silentNodes(beats, ['n1', 'n2', undefined, 'n1'], 58_000)], [['n1', 28_000]]);
+    const mem = seen(renewals(60_000, 'n1', 35_000));
+    assert.deepEqual(silence(mem, 'n1', 49_999), { kind: 'beating', silentInMs: 1 });
+    assert.deepEqual(silence(mem, 'n1', 50_000), { kind: 'silent', silentMs: 20_000 });
+    assert.deepEqual(silence(mem, 'n1', 58_000), { kind: 'silent', silentMs: 28_000 });
+    assert.equal(silence(mem, 'n2', 58_000).kind, 'beating');
+    assert.deepEqual(
+      [...silentNodes(mem.beats, mem.watch, ['n1', 'n2', undefined, 'n1'], 58_000)],
+      [['n1', 28_000]],
+    );
   });
 
   test('a node Lease never seen renewed says nothing, however long (kwok nodes that do not renew)', () => {
-    const beats = seen([['n1', '5', 0], ...renewals(600_000).filter(([n]) => n === 'n2')]);
-    assert.deepEqual(nodeSilence(beats, 'n1', 600_000), { kind: 'unknown' });
-    assert.deepEqual(nodeSilence(beats, 'unknown-node', 600_000), { kind: 'unknown' });
+    const mem = seen([['n1', '5', 0], ...renewals(600_000).filter(([n]) => n === 'n2')]);
+    assert.deepEqual(silence(mem, 'n1', 600_000), { kind: 'unknown' });
+    assert.deepEqual(silence(mem, 'unknown-node', 600_000), { kind: 'unknown' });
   });
 
   test('after an operator restart: nothing until a renewal is seen, then the full grace from it', () => {
@@ -100,7 +117,7 @@ describe('nodeSilence: has a kubelet stopped renewing its node Lease?', () => {
       ['n2', '9', 510_000],
       ['n2', '10', 520_000],
     ]);
-    assert.deepEqual(nodeSilence(dead, 'n1', 525_000), { kind: 'unknown' }, 'the NotReady rule decides');
+    assert.deepEqual(silence(dead, 'n1', 525_000), { kind: 'unknown' }, 'the NotReady rule decides');
     // n1 alive: its first renewal seen at 507 s starts the count.
     const alive = seen([
       ['n1', '7', 500_000],
@@ -109,19 +126,41 @@ describe('nodeSilence: has a kubelet stopped renewing its node Lease?', () => {
       ['n2', '12', 510_000],
       ['n2', '13', 520_000],
     ]);
-    assert.equal(nodeSilence(alive, 'n1', 520_000).kind, 'beating', '20 s after the restart: not yet');
-    assert.deepEqual(nodeSilence(alive, 'n1', 527_000), { kind: 'silent', silentMs: 20_000 });
+    assert.equal(silence(alive, 'n1', 520_000).kind, 'beating', '20 s after the restart: not yet');
+    assert.deepEqual(silence(alive, 'n1', 527_000), { kind: 'silent', silentMs: 20_000 });
   });
 
-  test('no other node Lease changed within the grace (a broken watch, an API server outage, a lone node): nothing', () => {
-    const beats = seen(renewals(30_000));
-    // Everything stopped at 33 s (the last event): by 60 s no Lease changed for 27 s.
-    assert.deepEqual(nodeSilence(beats, 'n1', 60_000), { kind: 'unknown' });
+  test('no node Lease changed for 1.5 renew intervals (a broken watch, an API server outage, a lone node): nothing', () => {
+    const mem = seen(renewals(30_000));
+    // Everything stopped after 30 s (the last change): by 46 s no Lease changed for 16 s.
+    assert.equal(silence(mem, 'n1', 45_000).kind, 'beating');
+    assert.deepEqual(silence(mem, 'n1', 46_000), { kind: 'unknown' });
+    assert.deepEqual(silence(mem, 'n2', 600_000), { kind: 'unknown' });
     const lone = seen([
       ['n1', '1', 0],
       ['n1', '2', 10_000],
     ]);
-    assert.deepEqual(nodeSilence(lone, 'n1', 60_000), { kind: 'unknown' });
+    assert.equal(silence(lone, 'n1', 25_000).kind, 'beating');
+    assert.deepEqual(silence(lone, 'n1', 26_000), { kind: 'unknown' });
+    assert.deepEqual(silence(lone, 'n1', 60_000), { kind: 'unknown' });
+  });
+
+  test('after a blackout (an API server outage) silences count from its end: the kubelets renew late, at their pace', () => {
+    // Both renew until 30 s; nothing changes from 31 s to 51 s; n2 renews first after it, at 52 s.
+    const outage: Array<[string, string, number]> = [
+      ...renewals(30_000),
+      ['n2', 'after-1', 52_000],
+      ['n2', 'after-2', 62_000],
+      ['n2', 'after-3', 72_000],
+    ];
+    const mem = seen(outage);
+    // Without the blackout rule n1 would count 27 s of silence at 57 s.
+    assert.deepEqual(silence(mem, 'n1', 57_000), { kind: 'beating', silentInMs: 15_000 });
+    const back = seen([...outage.filter(([, , at]) => at <= 52_000), ['n1', 'after-n1', 58_000]]);
+    assert.equal(silence(back, 'n1', 60_000).kind, 'beating');
+    // n1 never renews after it: silent 20 s after the blackout's end.
+    assert.equal(silence(mem, 'n1', 71_999).kind, 'beating');
+    assert.deepEqual(silence(mem, 'n1', 72_000), { kind: 'silent', silentMs: 20_000 });
   });
 });
 
@@ -162,8 +201,8 @@ describe('decideFailover with a silent node', () => {
 
   test("the primary's kubelet stale by the operator's clock: lost after max(failoverDelay, 20 s), orders-2 promotable", () => {
     const at = (now: number) => {
-      const beats = seen(renewals(now, 'n1', 35_000));
-      return decideFailover(input({ silentNodes: silentNodes(beats, ['n1', 'n2'], now) }));
+      const mem = seen(renewals(now, 'n1', 35_000));
+      return decideFailover(input({ silentNodes: silentNodes(mem.beats, mem.watch, ['n1', 'n2'], now) }));
     };
     assert.deepEqual(at(49_000), { kind: 'none' }, '19 s after the last renewal seen');
     const d = at(50_000);

@@ -7,12 +7,20 @@
  * reconcile all of them all the time. Instead a renewal (re)arms one timer per node at the end of its
  * grace; only when it fires and the node is silent are the Databases with a pod on it woken (their
  * reconcile decides: the primary lost, a replica not promotable). A node Lease never seen renewed arms no
- * timer, so Databases on nodes that never renew are never woken by it. While the operator's own watch may
- * be what is silent (no other node renewed within the grace), the timer looks again a renew interval
- * later, without waking anyone.
+ * timer, so Databases on nodes that never renew are never woken by it. During a blackout (no node Lease
+ * changed lately: the watch may be what is silent) the timer looks again a renew interval later, without
+ * waking anyone.
  */
 import type { EventHandler, EventObject, Lease, RequestSink } from '@opkit/runtime';
-import { graceMs, type NodeHeartbeat, nodeSilence, observeNodeLease, silentNodes } from './node-heartbeat.ts';
+import {
+  afterChange,
+  graceMs,
+  type HeartbeatWatch,
+  type NodeHeartbeat,
+  nodeSilence,
+  observeNodeLease,
+  silentNodes,
+} from './node-heartbeat.ts';
 
 /** After the grace, so that the reconcile it wakes finds the node silent. */
 const TIMER_SLACK_MS = 250;
@@ -44,6 +52,8 @@ const realTimers: Timers = {
 /** The operator's memory of the node Leases (one per process: an operator restart starts empty). */
 export class NodeHeartbeats implements NodeHeartbeatView {
   readonly beats = new Map<string, NodeHeartbeat>();
+  /** When any node Lease last changed, and when changes came again after a blackout. */
+  watch: HeartbeatWatch | undefined;
   readonly monotonic: () => number;
   readonly #timers: Timers;
   readonly #armed = new Map<string, unknown>();
@@ -54,7 +64,7 @@ export class NodeHeartbeats implements NodeHeartbeatView {
   }
 
   silent(nodes: Iterable<string | undefined>): ReadonlyMap<string, number> {
-    return silentNodes(this.beats, nodes, this.monotonic());
+    return silentNodes(this.beats, this.watch, nodes, this.monotonic());
   }
 
   /** The event handler of the watch: memory and timers only, never a request in the sink on an event. */
@@ -72,11 +82,15 @@ export class NodeHeartbeats implements NodeHeartbeatView {
     const node = obj.metadata.name ?? '';
     const prev = this.beats.get(node);
     // Read only (the informer's objects are frozen).
-    const next = observeNodeLease(prev, obj as Lease, this.monotonic());
+    const now = this.monotonic();
+    const next = observeNodeLease(prev, obj as Lease, now);
     if (!next) return;
     this.beats.set(node, next);
     // A renewal (not the first look, not a relist's same version): the grace starts again.
-    if (prev && prev.resourceVersion !== next.resourceVersion) this.#arm(node, graceMs(next), sink, wake);
+    if (prev && prev.resourceVersion !== next.resourceVersion) {
+      this.watch = afterChange(this.watch, now, next.renewMs);
+      this.#arm(node, graceMs(next), sink, wake);
+    }
   }
 
   #forget(node: string): void {
@@ -96,11 +110,11 @@ export class NodeHeartbeats implements NodeHeartbeatView {
       node,
       this.#timers.set(() => {
         this.#armed.delete(node);
-        const s = nodeSilence(this.beats, node, this.monotonic());
+        const s = nodeSilence(this.beats, this.watch, node, this.monotonic());
         if (s.kind === 'silent') wake(node, sink);
         else if (s.kind === 'beating') this.#arm(node, s.silentInMs, sink, wake);
         else {
-          // Unknown while the watch may be silent: look again (no request) until it renews or is gone.
+          // Unknown during a blackout: look again (no request) until it renews or is gone.
           const beat = this.beats.get(node);
           if (beat?.changed) this.#arm(node, beat.renewMs, sink, wake);
         }

@@ -12,9 +12,10 @@
  *     NotReady rule; after an operator restart the earliest a node can be silent is the full grace after
  *     its first renewal seen);
  *   - it has not changed for the grace, 2 renew intervals (one renewal missed, the next late);
- *   - another node's Lease did change within that grace: the operator's watch is delivering heartbeats, so
- *     the silence is the node's, not a broken watch's (an API server or watch outage silences every node
- *     at once, and no node then counts as silent: nor does the only node of a cluster).
+ *   - other node Leases keep changing: the operator's watch is delivering heartbeats, so the silence is the
+ *     node's, not the watch's. While no node Lease changed for 1.5 renew intervals (an API server outage,
+ *     a broken watch: every node silent at once; or the only node of a cluster) no node is silent, and
+ *     after such a blackout the silences count from its end (HeartbeatWatch).
  */
 import type { Lease } from '@opkit/runtime';
 import { observeLease } from './lease.ts';
@@ -63,41 +64,66 @@ export function observeNodeLease(
   };
 }
 
+/**
+ * What the operator saw of the node Leases together: when any of them last changed, and when changes came
+ * again after a blackout (no node Lease changed for 1.5 renew intervals: an API server outage, the
+ * operator's watch broken or behind). A blackout is no node's fault: every kubelet may have failed to
+ * renew during it, and after it each renews at its own pace (the kubelet retries within 7 s), so no node's
+ * silence is counted from before it (as after an operator restart, the count starts again).
+ */
+export interface HeartbeatWatch {
+  lastChange: number;
+  resumedAt: number;
+}
+
+/** How long no node Lease may change before the operator counts it as a blackout: 1.5 renew intervals. */
+export function blackoutMs(renewMs: number): number {
+  return 1.5 * renewMs;
+}
+
+/** The watch after a node Lease changed at `at` (a renewal, not a first look). */
+export function afterChange(prev: HeartbeatWatch | undefined, at: number, renewMs: number): HeartbeatWatch {
+  if (!prev) return { lastChange: at, resumedAt: at };
+  const resumed = at - prev.lastChange > blackoutMs(renewMs);
+  return { lastChange: at, resumedAt: resumed ? at : prev.resumedAt };
+}
+
 export type NodeSilence =
-  /** Nothing to say: no renewal seen, or the operator's watch may be what is silent. */
+  /** Nothing to say: no renewal seen, or a blackout in progress (the watch may be what is silent). */
   | { kind: 'unknown' }
   /** Renewing: silent in `silentInMs` if nothing changes by then. */
   | { kind: 'beating'; silentInMs: number }
-  /** Not renewed for `silentMs` (at least the grace) while other nodes' were. */
+  /** Not renewed for `silentMs` (at least the grace, none of it during a blackout) while others were. */
   | { kind: 'silent'; silentMs: number };
 
 /** Is `node`'s kubelet still renewing its Lease, by the operator's clock (`now`, monotonic ms)? */
 export function nodeSilence(
   beats: ReadonlyMap<string, NodeHeartbeat>,
+  watch: HeartbeatWatch | undefined,
   node: string,
   now: number,
 ): NodeSilence {
   const beat = beats.get(node);
-  if (!beat?.changed) return { kind: 'unknown' };
+  if (!beat?.changed || !watch) return { kind: 'unknown' };
+  // No Lease changed lately (this node's included): the watch may be what is silent, or the only node.
+  if (now - watch.lastChange > blackoutMs(beat.renewMs)) return { kind: 'unknown' };
   const grace = graceMs(beat);
-  const silentMs = Math.max(0, now - beat.since);
+  const silentMs = Math.max(0, now - Math.max(beat.since, watch.resumedAt));
   if (silentMs < grace) return { kind: 'beating', silentInMs: grace - silentMs };
-  for (const [name, other] of beats) {
-    if (name !== node && other.changed && now - other.since < grace) return { kind: 'silent', silentMs };
-  }
-  return { kind: 'unknown' };
+  return { kind: 'silent', silentMs };
 }
 
 /** The silent nodes among `nodes`, with how long each has been silent (ms): FailoverInput.silentNodes. */
 export function silentNodes(
   beats: ReadonlyMap<string, NodeHeartbeat>,
+  watch: HeartbeatWatch | undefined,
   nodes: Iterable<string | undefined>,
   now: number,
 ): Map<string, number> {
   const out = new Map<string, number>();
   for (const node of nodes) {
     if (!node || out.has(node)) continue;
-    const s = nodeSilence(beats, node, now);
+    const s = nodeSilence(beats, watch, node, now);
     if (s.kind === 'silent') out.set(node, s.silentMs);
   }
   return out;

@@ -221,6 +221,22 @@ describe('decideFailover with a silent node', () => {
     );
   });
 
+  test('a primary on a node whose Lease was never seen renewed: never lost, however long; nor after a restart that saw no renewal', () => {
+    const never = seen([['n1', '5', 0], ...renewals(600_000).filter(([n]) => n === 'n2')]);
+    const restarted = seen([
+      ['n1', '7', 500_000],
+      ['n2', '8', 500_000],
+      ...renewals(600_000)
+        .filter(([n, , at]) => n === 'n2' && at > 500_000)
+        .map(([n, rv, at]): [string, string, number] => [n, `r${rv}`, at]),
+    ]);
+    for (const mem of [never, restarted]) {
+      const silent = silentNodes(mem.beats, mem.watch, ['n1', 'n2'], 600_000);
+      assert.deepEqual([...silent], []);
+      assert.deepEqual(decideFailover(input({ silentNodes: silent })), { kind: 'none' });
+    }
+  });
+
   test('a replica on a silent node is not promoted; with none elsewhere, blocked', () => {
     const silent = new Map([['n1', 25_000]]);
     assert.deepEqual(

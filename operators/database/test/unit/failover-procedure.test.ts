@@ -5,9 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { beforeEach, describe, test } from 'node:test';
-import { ConfigMaps, type Node, Nodes, type Pod, Pods } from '@opkit/runtime';
+import { ConfigMaps, type Lease, Leases, type Node, Nodes, type Pod, Pods } from '@opkit/runtime';
 import { FakeClient, FakePodExecutor } from '@opkit/runtime/testing';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
+import { LEASE_FENCED_ANNOTATION } from '../../src/controllers/database/engines/index.ts';
 import {
   databaseReconciler,
   type ReconcilerDeps,
@@ -319,6 +320,76 @@ describe('the failover procedure', () => {
     assert.equal(st?.lastFailover?.to, 'orders-2');
     const done = recorder.events.find((e) => e.reason === 'FailoverCompleted');
     assert.match(done?.note ?? '', /restarted orders-1 to follow it$/, 'orders-0 left to follow when back');
+  });
+
+  test("the primary's kubelet silent (its node Lease not renewed), its sidecar renewing: PrimaryNodeUnresponsive, fenced by its Lease, no exec to it", async () => {
+    await setup({ failoverDelay: 10 });
+    const onDead = (p: Pod) => ({ ...p, spec: { ...p.spec, nodeName: 'dead' } }) as Pod;
+    client.setStored(Pods, onDead(pod('orders-0', { role: 'primary' })));
+    client.setStored(Pods, onDead(pod('orders-1', { role: 'replica' })));
+    client.setStored(Pods, pod('orders-2', { role: 'replica' }));
+    // The node is still Ready (the node controller has not noticed yet); its kubelet is silent 25 s.
+    deps.heartbeats = {
+      silent: (nodes) => new Map([...nodes].filter((n) => n === 'dead').map((n) => [n ?? '', 25_000])),
+    };
+    inst.exec.on({ pod: 'orders-0' }, () => {
+      throw new Error('error dialing backend: dial tcp 10.250.1.10:10250: connect: connection refused');
+    });
+    inst.exec.on({ pod: 'orders-1' }, () => {
+      throw new Error('error dialing backend: dial tcp 10.250.1.10:10250: connect: connection refused');
+    });
+    const leaseKey = { namespace: NS, name: `${NAME}-primary` };
+    const lease = () => client.getStored(Leases, leaseKey) as Lease;
+    // The Lease is created naming orders-0, never renewed: a silent node is no reason (kwok, no sidecar).
+    await reconcile();
+    assert.equal(lease().spec?.holderIdentity, 'orders-0');
+    assert.equal(stored().status?.failover, undefined, 'no sidecar renewing: the NotReady rule decides');
+    // Its sidecar renews it (the network works): the primary is lost.
+    client.setStored(Leases, {
+      ...lease(),
+      spec: { ...lease().spec, renewTime: new Date(NOW) as unknown as Date },
+    } as Lease);
+    await reconcile();
+    assert.equal(stored().status?.failover?.phase, 'Fencing');
+    assert.equal(stored().status?.failover?.reason, 'PrimaryNodeUnresponsive');
+    assert.equal(lease().spec?.holderIdentity, undefined, 'the holder cleared: the sidecar fences');
+    const started = recorder.events.find((e) => e.reason === 'FailoverStarted');
+    assert.match(started?.note ?? '', /stopped renewing the node's Lease/);
+    // Not acknowledged yet: waiting for the sidecar.
+    await reconcile();
+    assert.equal(stored().status?.failover?.phase, 'Fencing');
+    assert.match(stored().status?.failover?.message ?? '', /kubelet of its node dead is silent/);
+    // The sidecar stopped the server and says so on the Lease.
+    client.setStored(Leases, {
+      ...lease(),
+      metadata: {
+        ...lease().metadata,
+        annotations: { ...lease().metadata.annotations, [LEASE_FENCED_ANNOTATION]: 'orders-0' },
+      },
+    } as Lease);
+    await reconcile();
+    const st = stored().status;
+    assert.ok(
+      st?.failover?.phase === 'Rejoining' || st?.failover === undefined,
+      JSON.stringify(st?.failover),
+    );
+    assert.equal(st?.targetPrimary, 'orders-2', 'orders-1, on the silent node, is not promoted');
+    assert.deepEqual(
+      inst.exec.calls.filter((c) => c.name === 'orders-0' || c.name === 'orders-1').map((c) => c.name),
+      [],
+      'exec never tried on the silent node',
+    );
+    // Rejoining waits for nothing on the silent node: done once orders-2 is Ready.
+    for (let i = 0; i < 3 && stored().status?.failover; i++) await reconcile();
+    assert.equal(stored().status?.failover, undefined, JSON.stringify(stored().status?.failover));
+    assert.deepEqual(
+      [stored().status?.lastFailover?.reason, stored().status?.lastFailover?.to],
+      ['PrimaryNodeUnresponsive', 'orders-2'],
+    );
+    assert.match(
+      recorder.events.find((e) => e.reason === 'FailoverCompleted')?.note ?? '',
+      /\(was orders-0; PrimaryNodeUnresponsive\)/,
+    );
   });
 
   describe('a switchover', () => {

@@ -11,6 +11,10 @@
  *   Pod                 mapped to its Database by the app.kubernetes.io/instance label (pods are owned by
  *                       the StatefulSet, not the Database): readiness and role labels
  *   PersistentVolumeClaim  same mapping: expansion progress
+ *   Node                cordoned or Ready changed: the Databases with a pod on it
+ *   Lease (kube-node-lease only, with pods/exec)  the nodes' heartbeats: remembered per node, never a
+ *                       reconcile per renewal; a node whose kubelet goes silent wakes the Databases with a
+ *                       pod on it (failover/node-heartbeat-io.ts)
  *
  * Every child informer is restricted to the objects the operator manages (label
  * app.kubernetes.io/managed-by=opkit-database-operator), so the operator never caches the cluster's
@@ -62,6 +66,8 @@ import {
 } from '../../api/v1/database.ts';
 import { newLeaseMemory } from './failover/lease-io.ts';
 import { FailoverMetrics } from './failover/metrics.ts';
+import { NODE_LEASE_NAMESPACE } from './failover/node-heartbeat.ts';
+import { NodeHeartbeats } from './failover/node-heartbeat-io.ts';
 import { cacheReader, databaseReconciler, MANAGED_SELECTOR } from './reconcile.ts';
 import { DEFAULT_REPLICATION_POLL_MS, ReplicationPoller } from './replication-poll.ts';
 
@@ -122,9 +128,11 @@ export const rbac: RbacRule[] = [
   { resource: ServiceAccounts, verbs: ['get', 'list', 'watch', 'create', 'update'] },
   { resource: Roles, verbs: ['get', 'list', 'watch', 'create', 'update'] },
   { resource: RoleBindings, verbs: ['get', 'list', 'watch', 'create', 'update'] },
-  // The Lease `<name>-primary`: read fresh (never watched: its holder renews it every 2 s), created, its
-  // holder written (update); patch only because the instances' Role grants it.
-  { resource: Leases, verbs: ['get', 'create', 'update', 'patch'] },
+  // The Lease `<name>-primary`: read fresh (get; never watched: its holder renews it every 2 s), created,
+  // its holder written (update); patch only because the instances' Role grants it. list and watch: the
+  // nodes' Leases in kube-node-lease (their heartbeats, failover/node-heartbeat-io.ts; that namespace
+  // only, but a ClusterRole cannot say so).
+  { resource: Leases, verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
   // Events about Databases (events.k8s.io/v1, with series updates).
   { resource: Events, verbs: ['create', 'patch'] },
 ];
@@ -188,20 +196,27 @@ export function nodePredicate(): Predicate<Node> {
  * A node's events to the Databases with a pod on it (a cordon or a NotReady node changes no pod at
  * first). The pods come from the cache (managed pods only), asynchronously: the sink is the queue.
  */
-export function nodeHandler(pods: {
-  list(res: typeof Pods, opts: Record<string, never>): Promise<unknown[]>;
-}): EventHandler<Node> {
-  const each = (node: EventObject<Node>, sink: RequestSink): void => {
-    void pods.list(Pods, {}).then(
-      (all) => {
-        for (const p of all as Pod[]) {
-          if (p.spec?.nodeName === node.metadata.name) for (const r of databaseOf(p)) sink.add(r);
-        }
-      },
-      () => {},
-    );
-  };
+export function nodeHandler(pods: ManagedPods): EventHandler<Node> {
+  const each = (node: EventObject<Node>, sink: RequestSink): void =>
+    wakeDatabasesOn(pods, node.metadata.name ?? '', sink);
   return { create: each, update: (_o, n, sink) => each(n, sink), delete: each, generic: each };
+}
+
+/** The cache of managed pods, as the node mappings read it. */
+export interface ManagedPods {
+  list(res: typeof Pods, opts: Record<string, never>): Promise<unknown[]>;
+}
+
+/** Adds the Databases with a pod on `node` to `sink`, asynchronously (the pods from the cache). */
+export function wakeDatabasesOn(pods: ManagedPods, node: string, sink: RequestSink): void {
+  void pods.list(Pods, {}).then(
+    (all) => {
+      for (const p of all as Pod[]) {
+        if (p.spec?.nodeName === node) for (const r of databaseOf(p)) sink.add(r);
+      }
+    },
+    () => {},
+  );
 }
 
 /** PVC updates that matter: the requested size, the capacity, the phase, resize conditions, deletion. */
@@ -229,6 +244,9 @@ export function setupDatabaseController(
     mgr.cache.configure(kind as Resource<KubeObject>, { labelSelector: MANAGED_SELECTOR });
   }
   const failoverMetrics = opts.exec ? new FailoverMetrics(mgr.metrics.registry) : undefined;
+  // The nodes' heartbeats matter only to the failover (which needs exec).
+  const heartbeats = opts.exec ? new NodeHeartbeats() : undefined;
+  const pods = mgr.cache as ManagedPods;
   // The replication poll wakes a Database's reconcile when its primary's answer changed what the status shows.
   let controller: Controller<Database> | undefined;
   const poll = opts.replicationPollMs ?? DEFAULT_REPLICATION_POLL_MS;
@@ -237,6 +255,7 @@ export function setupDatabaseController(
     reader: cacheReader(mgr.cache),
     recorder: mgr.getEventRecorder(EVENT_SOURCE),
     leases: newLeaseMemory(),
+    ...(heartbeats ? { heartbeats } : {}),
     ...(opts.exec ? { exec: opts.exec, failoverMetrics } : {}),
     ...(opts.exec && poll > 0
       ? {
@@ -249,7 +268,7 @@ export function setupDatabaseController(
         }
       : {}),
   });
-  controller = controllerFor(mgr, Databases.resource)
+  const builder = controllerFor(mgr, Databases.resource)
     .named(CONTROLLER_NAME)
     .withPredicates(databasePredicate())
     .owns(StatefulSets)
@@ -262,9 +281,17 @@ export function setupDatabaseController(
     .owns(RoleBindings)
     .watches(Pods, databaseOf, { predicates: [podPredicate()] })
     .watches(PersistentVolumeClaims, databaseOf, { predicates: [claimPredicate()] })
-    .watches(Nodes, nodeHandler(mgr.cache as Parameters<typeof nodeHandler>[0]), {
+    .watches(Nodes, nodeHandler(pods), {
       predicates: [nodePredicate()],
-    })
+    });
+  if (heartbeats) {
+    builder.watches(
+      Leases,
+      heartbeats.handler((node, sink) => wakeDatabasesOn(pods, node, sink)),
+      { selector: { namespace: NODE_LEASE_NAMESPACE } },
+    );
+  }
+  controller = builder
     .withOptions({ maxConcurrentReconciles: opts.maxConcurrentReconciles ?? 2 })
     .complete(reconciler);
   return controller;

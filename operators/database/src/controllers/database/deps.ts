@@ -12,6 +12,7 @@ import {
 import { LABEL_MANAGED_BY, MANAGED_BY } from '../../api/v1/database.ts';
 import type { LeaseObservation } from './failover/lease.ts';
 import type { FailoverMetrics } from './failover/metrics.ts';
+import type { NodeHeartbeatView } from './failover/node-heartbeat-io.ts';
 import type { ReplicationPoller } from './replication-poll.ts';
 
 /** The label every object the operator manages carries: what the informers are restricted to. */
@@ -51,6 +52,11 @@ export interface ReconcilerDeps {
    * full lease before counting on it: safe).
    */
   leases?: LeaseMemory;
+  /**
+   * postgres: which nodes' kubelets stopped renewing their node Lease (failover/node-heartbeat-io.ts, fed
+   * by the controller's watch of kube-node-lease). Without it no node counts as silent.
+   */
+  heartbeats?: NodeHeartbeatView;
 }
 
 /** The operator's memory of the primary Leases (one per process; an operator restart starts empty). */

@@ -10,12 +10,20 @@
  *   - its node is NotReady (PrimaryNodeNotReady), its server container is crash-looping or waiting to
  *     start again (PrimaryCrashLooping), or the pod is not Ready (PrimaryNotReady), for longer than
  *     spec.failoverDelay, counted from the last transition of the node's or the pod's Ready condition.
+ *   - its node's kubelet stopped renewing the node Lease (PrimaryNodeUnresponsive, node-heartbeat.ts: not
+ *     changed for 2 renew intervals by the operator's clock while other nodes' were), for longer than
+ *     spec.failoverDelay counted from the last change seen: max(failoverDelay, 20 s) by default, where the
+ *     node controller takes ~47 s to say NotReady. Only while the primary's sidecar renews its Lease
+ *     (`leaseHeld`): a dead kubelet leaves the primary running, and exec cannot reach it, so the sidecar
+ *     (which fences it once the failover clears the Lease's holder) is what makes an early failover safe;
+ *     without it nothing could confirm the fence before the node is NotReady, and the read-write Service
+ *     would only be emptied sooner, for nothing;
  *   - its Lease (`<name>-primary`, renewed by its sidecar) has not changed for spec.primaryLeaseSeconds
  *     plus a margin by the operator's clock (PrimaryLeaseExpired, failover/lease.ts): at once, since the
  *     primary has fenced itself by then (only when its sidecar renewed the Lease at least once);
  * and a failover starts only when at least one replica can be promoted: its pod exists, is not being
- * deleted, its server container runs and its node is not NotReady (its readiness is no criterion: an
- * honest replica is not ready once its primary is gone, since it no longer streams).
+ * deleted, its server container runs, its node is not NotReady and its kubelet not silent (its readiness
+ * is no criterion: an honest replica is not ready once its primary is gone, since it no longer streams).
  * A planned switchover (the switchover-to annotation, or the primary's node cordoned) needs a healthy
  * primary and a Ready target.
  */
@@ -27,6 +35,7 @@ export const FAILOVER_REASONS = {
   notReady: 'PrimaryNotReady',
   crashLooping: 'PrimaryCrashLooping',
   nodeNotReady: 'PrimaryNodeNotReady',
+  nodeUnresponsive: 'PrimaryNodeUnresponsive',
   leaseExpired: 'PrimaryLeaseExpired',
   switchover: 'Switchover',
   nodeCordoned: 'PrimaryNodeCordoned',
@@ -84,22 +93,36 @@ export type PrimaryHealth =
   | { lost: false }
   | { lost: true; reason: FailoverReason; since: number | undefined; immediate: boolean };
 
-export function primaryHealth(pod: Pod | undefined, node: Node | undefined): PrimaryHealth {
+/**
+ * `silentSince`: the node's kubelet is silent (node-heartbeat.ts), and the last renewal seen was then (ms,
+ * on the clock of `now`); a NotReady node keeps its own reason.
+ */
+export function primaryHealth(
+  pod: Pod | undefined,
+  node: Node | undefined,
+  silentSince?: number,
+): PrimaryHealth {
   if (!pod || pod.metadata.deletionTimestamp) {
     return { lost: true, reason: FAILOVER_REASONS.podMissing, since: undefined, immediate: true };
   }
   const n = nodeReady(node);
   if (!n.ready)
     return { lost: true, reason: FAILOVER_REASONS.nodeNotReady, since: n.since, immediate: false };
+  if (silentSince !== undefined) {
+    return { lost: true, reason: FAILOVER_REASONS.nodeUnresponsive, since: silentSince, immediate: false };
+  }
   const r = podReady(pod);
   if (r.ready) return { lost: false };
   const reason = crashLooping(pod) ? FAILOVER_REASONS.crashLooping : FAILOVER_REASONS.notReady;
   return { lost: true, reason, since: r.since ?? timeOf(pod.metadata.creationTimestamp), immediate: false };
 }
 
-/** A replica that may be promoted: exists, not being deleted, its server running, its node not NotReady. */
-export function promotable(pod: Pod, node: Node | undefined): boolean {
-  return !pod.metadata.deletionTimestamp && serverRunning(pod) && nodeReady(node).ready;
+/**
+ * A replica that may be promoted: exists, not being deleted, its server running, its node not NotReady
+ * and its kubelet not silent (exec could not reach it, and the Services may not for long).
+ */
+export function promotable(pod: Pod, node: Node | undefined, silent = false): boolean {
+  return !pod.metadata.deletionTimestamp && serverRunning(pod) && nodeReady(node).ready && !silent;
 }
 
 export interface FailoverInput {
@@ -119,6 +142,13 @@ export interface FailoverInput {
   switchoverTo?: string | undefined;
   /** The primary's Lease expired (failover/lease.ts primaryLeaseState): it has fenced itself. */
   leaseExpired?: boolean;
+  /**
+   * The primary's sidecar renews its Lease (primaryLeaseState 'held'): it fences the primary once the
+   * failover clears the holder, so a silent node may count against the primary.
+   */
+  leaseHeld?: boolean;
+  /** Nodes whose kubelet is silent (node-heartbeat.ts silentNodes), with for how long, ms. */
+  silentNodes?: ReadonlyMap<string, number>;
 }
 
 export type FailoverDecision =
@@ -151,7 +181,10 @@ function isInstance(input: FailoverInput, pod: Pod): boolean {
 export function candidatePods(input: FailoverInput): Pod[] {
   return input.pods
     .filter((p) => p.metadata.name !== input.primary && isInstance(input, p))
-    .filter((p) => promotable(p, input.nodes.get(p.spec?.nodeName ?? '')))
+    .filter((p) => {
+      const node = p.spec?.nodeName ?? '';
+      return promotable(p, input.nodes.get(node), input.silentNodes?.has(node) ?? false);
+    })
     .sort(
       (a, b) =>
         (podOrdinal(input.statefulSet, a.metadata.name) ?? 0) -
@@ -163,7 +196,8 @@ export function candidatePods(input: FailoverInput): Pod[] {
 export function decideFailover(input: FailoverInput): FailoverDecision {
   const primaryPod = byName(input.pods, input.primary);
   const node = input.nodes.get(primaryPod?.spec?.nodeName ?? '');
-  let health = primaryHealth(primaryPod, node);
+  const silentMs = input.leaseHeld ? input.silentNodes?.get(primaryPod?.spec?.nodeName ?? '') : undefined;
+  let health = primaryHealth(primaryPod, node, silentMs !== undefined ? input.now - silentMs : undefined);
   if (input.leaseExpired && !(health.lost && health.immediate)) {
     health = { lost: true, reason: FAILOVER_REASONS.leaseExpired, since: undefined, immediate: true };
   }
@@ -241,6 +275,8 @@ function describeLoss(primary: string, reason: FailoverReason): string {
       return `the primary ${primary}'s pod is missing or being deleted`;
     case FAILOVER_REASONS.nodeNotReady:
       return `the node of the primary ${primary} is NotReady`;
+    case FAILOVER_REASONS.nodeUnresponsive:
+      return `the kubelet of the primary ${primary}'s node stopped renewing the node's Lease (its heartbeat)`;
     case FAILOVER_REASONS.crashLooping:
       return `the primary ${primary} is crash-looping`;
     case FAILOVER_REASONS.leaseExpired:

@@ -12,7 +12,10 @@
  *   Fencing    once the ConfigMap says `none` and no pod carries role=primary: the former primary is
  *              stopped (pods/exec: its designation file says `none`, then `pg_ctl stop -m fast`, which
  *              sends the remaining WAL to the connected standbys). Confirmed when that succeeded, or its
- *              pod or server container is gone, or its node has been NotReady for failoverDelay (then it
+ *              pod or server container is gone, or, when exec cannot reach it (a dead kubelet; not even
+ *              tried on a node whose kubelet is silent, node-heartbeat.ts), its sidecar acknowledged its
+ *              fence on the Lease whose holder the start cleared, or that Lease has been silent for
+ *              LEASE + MARGIN (lease.ts), or its node has been NotReady for failoverDelay (then it
  *              cannot be reached: the kubelet on that node took it out of the Services, and should it come
  *              back it sees `none` and waits; its liveness fails while it acts as a primary that is not
  *              the designated one). Then each candidate replica is queried (WAL received, replayed,
@@ -24,9 +27,10 @@
  *   Rejoining  once the ConfigMap names the new primary, every other instance that does not stream from
  *              it is restarted (a fast shutdown; the kubelet starts it again and instance.sh follows the
  *              new primary, rewinding or cloning as needed); one that exec cannot reach on a NotReady
- *              node is left to follow when it comes back. Done when the new primary is Ready:
- *              status.lastFailover, Events, status.failover cleared. The former primary rejoins by itself
- *              when it comes back (it may be on a dead node: nothing waits for it).
+ *              node, or on a node whose kubelet is silent, is left to follow when it comes back. Done
+ *              when the new primary is Ready: status.lastFailover, Events, status.failover cleared. The
+ *              former primary rejoins by itself when it comes back (it may be on a dead node: nothing
+ *              waits for it).
  */
 import {
   type Client,
@@ -81,6 +85,7 @@ import {
 import { fencedByLease, primaryLeaseState } from './lease.ts';
 import type { LeaseView, PrimaryLeaseAccess } from './lease-io.ts';
 import type { FailoverMetrics } from './metrics.ts';
+import type { NodeHeartbeatView } from './node-heartbeat-io.ts';
 
 export type FailoverRecord = NonNullable<DatabaseStatus['failover']>;
 
@@ -103,6 +108,8 @@ export interface FailoverContext {
   metrics?: FailoverMetrics | undefined;
   /** The primary Lease (failover/lease-io.ts); without it the procedure works as before it existed. */
   lease?: PrimaryLeaseAccess | undefined;
+  /** The nodes' heartbeats (failover/node-heartbeat-io.ts); without them no node counts as silent. */
+  heartbeats?: NodeHeartbeatView | undefined;
 }
 
 export interface FailoverOutcome {
@@ -202,6 +209,11 @@ class Procedure {
     return out;
   }
 
+  /** The silent nodes of the Database's pods (memory only: no request). */
+  silentNodes(): ReadonlyMap<string, number> {
+    return this.ctx.heartbeats?.silent(this.ctx.pods.map((p) => p.spec?.nodeName)) ?? new Map();
+  }
+
   delayMs(): number {
     return (this.ctx.spec.spec.failoverDelay ?? DEFAULT_FAILOVER_DELAY_SECONDS) * 1000;
   }
@@ -239,6 +251,7 @@ class Procedure {
       now: this.ctx.now(),
       delayMs: this.delayMs(),
       switchoverTo,
+      silentNodes: this.silentNodes(),
     };
     input.nodes = await this.nodes([primaryPod?.spec?.nodeName]);
     let leaseRecheckMs: number | undefined;
@@ -246,7 +259,12 @@ class Procedure {
     if (view) {
       const state = primaryLeaseState({ ...view, primary: this.primary });
       if (state.kind === 'expired') input.leaseExpired = true;
-      if (state.kind === 'held') leaseRecheckMs = state.recheckMs + 100;
+      if (state.kind === 'held') {
+        leaseRecheckMs = state.recheckMs + 100;
+        // Its sidecar renews: it fences the primary when the failover clears the holder, so a silent
+        // node may count against the primary (decide.ts).
+        input.leaseHeld = true;
+      }
     }
     let decision = decideFailover(input);
     if (decision.kind === 'start' || decision.kind === 'blocked') {
@@ -358,6 +376,12 @@ class Procedure {
     const pod = this.pod(from);
     if (!pod) return { fenced: true, why: `${from}'s pod is gone` };
     if (!serverRunning(pod)) return { fenced: true, why: `${from}'s server container is not running` };
+    const node = pod.spec?.nodeName ?? '';
+    if (this.silentNodes().has(node)) {
+      // Its kubelet is silent: exec would fail (or hang until its timeout) without reaching it. Only the
+      // Lease is read: look again every second for the sidecar's acknowledgement.
+      return this.fenceUnreachable(from, pod, `the kubelet of its node ${node} is silent`, STEP_MS);
+    }
     try {
       const r = await this.exec(from, fenceCommand(this.epoch));
       if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
@@ -366,32 +390,42 @@ class Procedure {
         why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
       };
     } catch (err) {
-      // Exec cannot reach it (a dead kubelet): its own sidecar fences it when the Lease says so.
-      const view = await this.leaseView();
-      if (view) {
-        const byLease = fencedByLease({ ...view, from });
-        if (byLease.kind === 'fenced') return { fenced: true, why: byLease.why };
-        if (byLease.kind === 'wait') {
-          return {
-            fenced: false,
-            why: `cannot reach ${from} (${err instanceof Error ? err.message : String(err)}); ${byLease.message}`,
-            retryMs: Math.min(RETRY_MS, byLease.afterMs + 100),
-          };
-        }
-      }
-      const nodes = await this.nodes([pod.spec?.nodeName]);
-      const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
-      if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
+      return this.fenceUnreachable(from, pod, err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  /**
+   * A former primary exec cannot reach (a dead kubelet): its own sidecar fences it when the Lease says
+   * so (the failover cleared the holder), else it counts as fenced once its node has been NotReady for
+   * failoverDelay.
+   */
+  async fenceUnreachable(
+    from: string,
+    pod: Pod,
+    why: string,
+    retryMs = RETRY_MS,
+  ): Promise<{ fenced: boolean; why: string; retryMs?: number }> {
+    const view = await this.leaseView();
+    if (view) {
+      const byLease = fencedByLease({ ...view, from });
+      if (byLease.kind === 'fenced') return { fenced: true, why: byLease.why };
+      if (byLease.kind === 'wait') {
         return {
-          fenced: true,
-          why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
+          fenced: false,
+          why: `cannot reach ${from} (${why}); ${byLease.message}`,
+          retryMs: Math.min(retryMs, byLease.afterMs + 100),
         };
       }
+    }
+    const nodes = await this.nodes([pod.spec?.nodeName]);
+    const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
+    if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
       return {
-        fenced: false,
-        why: `cannot reach ${from}: ${err instanceof Error ? err.message : String(err)}`,
+        fenced: true,
+        why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
       };
     }
+    return { fenced: false, why: `cannot reach ${from}: ${why}` };
   }
 
   /** Each candidate's state, through exec; those that do not answer are left out. */
@@ -406,6 +440,7 @@ class Procedure {
       nodes: await this.nodes(this.ctx.pods.map((p) => p.spec?.nodeName)),
       now: this.ctx.now(),
       delayMs: this.delayMs(),
+      silentNodes: this.silentNodes(),
     };
     const states: CandidateState[] = [];
     const all = new Map<string, InstanceState>();
@@ -516,10 +551,12 @@ class Procedure {
     } catch {
       // The timeline is recorded later then.
     }
-    // Every other reachable pod learns the new primary at once (its probes judge against it).
+    // Every other reachable pod learns the new primary at once (its probes judge against it); exec cannot
+    // reach those on a node whose kubelet is silent (they learn it from the ConfigMap when back).
+    const silent = this.silentNodes();
     await Promise.all(
       this.ctx.pods
-        .filter((p) => p.metadata.name !== to && serverRunning(p))
+        .filter((p) => p.metadata.name !== to && serverRunning(p) && !silent.has(p.spec?.nodeName ?? ''))
         .map((p) =>
           this.exec(p.metadata.name ?? '', designateCommand(to, epoch), QUERY_TIMEOUT_MS).catch(
             () => undefined,
@@ -549,9 +586,12 @@ class Procedure {
       (p) => p.metadata.name !== to && !p.metadata.deletionTimestamp && serverRunning(p),
     );
     let pending = false;
+    const silent = this.silentNodes();
     for (const p of others) {
       const pod = p.metadata.name ?? '';
       if (restarted.has(pod)) continue;
+      // Unreachable while its node's kubelet is silent: nothing waits for it, it follows when back.
+      if (silent.has(p.spec?.nodeName ?? '')) continue;
       let st: InstanceState | undefined;
       try {
         st = parseInstanceState((await this.exec(pod, stateCommand(), QUERY_TIMEOUT_MS)).stdout);

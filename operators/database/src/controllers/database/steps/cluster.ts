@@ -36,6 +36,7 @@ export async function observeCluster(run: Run): Promise<void> {
       warning: (reason, action, note) => run.warning(reason, action, note),
       metrics: run.deps.failoverMetrics,
       lease: new PrimaryLeaseAccess(run.client, run.db, leaseMemory(run), run.signal),
+      heartbeats: run.deps.heartbeats,
     }),
   );
   run.db = outcome.db;

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -65,6 +66,9 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
 		Watches(&corev1.Pod{}, podToDatabase).
 		Watches(&corev1.PersistentVolumeClaim{}, podToDatabase).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
@@ -296,10 +300,22 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	// The primary lease's objects: created once (a concurrent reconcile may have created them first).
+	// As opkit: the ServiceAccount, Role and RoleBinding read from the cache (owned, watched), the Lease
+	// read live (opkit reads it fresh each time, never watching it: its holder renews it every 2 s).
 	for _, want := range d.createOnly {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(want.GroupVersionKind())
-		err := r.Get(ctx, client.ObjectKeyFromObject(want), live)
+		var err error
+		switch want.GetKind() {
+		case "ServiceAccount":
+			err = r.Get(ctx, client.ObjectKeyFromObject(want), &corev1.ServiceAccount{})
+		case "Role":
+			err = r.Get(ctx, client.ObjectKeyFromObject(want), &rbacv1.Role{})
+		case "RoleBinding":
+			err = r.Get(ctx, client.ObjectKeyFromObject(want), &rbacv1.RoleBinding{})
+		default:
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(want.GroupVersionKind())
+			err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), live)
+		}
 		if err == nil {
 			continue
 		}

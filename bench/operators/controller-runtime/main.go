@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -75,7 +76,8 @@ func main() {
 	// requested up front so that WaitForCacheSync covers all of them.
 	ctx := ctrl.SetupSignalHandler()
 	objs := []client.Object{&Database{}, &appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{},
-		&corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}, &corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
+		&corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}, &corev1.Pod{}, &corev1.PersistentVolumeClaim{},
+		&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}}
 	for _, o := range objs {
 		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
 			setupLog.Error(err, "unable to get informer")

@@ -1,11 +1,13 @@
 /** The shared helpers of util/: one of each, used instead of per-file copies. */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { ConfigMaps } from '../../src/api/builtin.ts';
 import { GoneError, TooManyRequestsError } from '../../src/client/errors.ts';
 import { aborted, abortReason } from '../../src/util/abort.ts';
 import { causeChain, findCause, messageOf } from '../../src/util/errors.ts';
 import { deepFreeze } from '../../src/util/freeze.ts';
+import { nodeHttp } from '../../src/util/node-http.ts';
 import { withTypeMeta } from '../../src/util/type-meta.ts';
 
 describe('util helpers', () => {
@@ -63,5 +65,15 @@ describe('util helpers', () => {
     const b = new Error('b', { cause: a });
     (a as { cause?: unknown }).cause = b;
     assert.equal([...causeChain(a)].length, 2);
+  });
+
+  test('nodeHttp is node:http; importing the runtime does not load undici (an ESM import of node:http would)', async () => {
+    assert.equal(nodeHttp, (await import('node:http')).default);
+    const index = new URL('../../src/index.ts', import.meta.url).href;
+    const script = `await import(${JSON.stringify(index)}); console.log(JSON.stringify(process.moduleLoadList.filter((m) => m.includes('undici'))));`;
+    const loaded: unknown = JSON.parse(
+      execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }),
+    );
+    assert.deepEqual(loaded, []);
   });
 });

@@ -6,7 +6,7 @@ import { ConfigMaps } from '../../src/api/builtin.ts';
 import { GoneError, TooManyRequestsError } from '../../src/client/errors.ts';
 import { aborted, abortReason } from '../../src/util/abort.ts';
 import { causeChain, findCause, messageOf } from '../../src/util/errors.ts';
-import { deepFreeze } from '../../src/util/freeze.ts';
+import { deepFreeze, deepFreezeJson } from '../../src/util/freeze.ts';
 import { nodeHttp } from '../../src/util/node-http.ts';
 import { withTypeMeta } from '../../src/util/type-meta.ts';
 
@@ -31,6 +31,37 @@ describe('util helpers', () => {
     assert.ok(Object.isFrozen(v[sym]));
     assert.equal(deepFreeze(null), null);
     assert.equal(deepFreeze(3), 3);
+  });
+
+  test('deepFreezeJson freezes JSON data as deepFreeze does; non-plain objects inside go to deepFreeze', () => {
+    const isDeepFrozen = (v: unknown): boolean =>
+      typeof v !== 'object' || v === null || (Object.isFrozen(v) && Object.values(v).every(isDeepFrozen));
+    const text = JSON.stringify({
+      metadata: { name: 'a', labels: { x: 'y' }, ownerReferences: [{ uid: 'u', controller: true }] },
+      spec: { replicas: 2, template: { spec: { containers: [{ args: ['a', 'b'], env: [{ name: 'N' }] }] } } },
+      data: [[1, [2, { deep: null }]], {}],
+    });
+    const parsed: unknown = JSON.parse(text);
+    assert.equal(deepFreezeJson(parsed), parsed);
+    assert.ok(isDeepFrozen(parsed));
+    assert.deepEqual(parsed, JSON.parse(text));
+    // A class instance, a Map and a null-prototype object inside: frozen like deepFreeze does (symbol keys too).
+    const sym = Symbol('s');
+    class Box {
+      inner = { n: 1 };
+      [sym] = { m: 2 };
+    }
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, { p: { q: 1 } });
+    const mixed = { box: new Box(), when: new Date(0), map: new Map([['k', 1]]), bare };
+    deepFreezeJson(mixed);
+    assert.ok(Object.isFrozen(mixed.box.inner) && Object.isFrozen(mixed.box[sym]));
+    assert.ok(Object.isFrozen(mixed.when) && Object.isFrozen(mixed.map) && Object.isFrozen(bare.p));
+    // An object already frozen is taken as deeply frozen (as deepFreeze does).
+    const shared = Object.freeze({ inner: { n: 1 } });
+    deepFreezeJson({ shared });
+    assert.equal(Object.isFrozen(shared.inner), false);
+    assert.equal(deepFreezeJson(null), null);
+    assert.equal(deepFreezeJson('s'), 's');
   });
 
   test('aborted resolves on abort (at once if already aborted); abortReason keeps Error reasons', async () => {

@@ -24,6 +24,7 @@ import type { KubeObject } from '../api/object.ts';
 import { keyOf } from '../api/object.ts';
 import { type Resource, resourceId } from '../api/resource.ts';
 import type { Client } from '../client/types.ts';
+import { deepFreezeJson } from '../util/freeze.ts';
 import { type DeepReadonly, deepFreeze, type IndexFunc, type ReadonlyStore, Store } from './store.ts';
 import { type WatcherErrorContext, type WatcherEvent, type WatcherOptions, watcher } from './watcher.ts';
 
@@ -126,6 +127,8 @@ export class Reflector<T extends KubeObject> {
   readonly #store: Store<T>;
   readonly #opts: ReflectorOptions<T>;
   readonly #transform: Transform<T>;
+  /** No transform of the user's: stored objects are JSON data (deepFreezeJson applies). */
+  readonly #jsonData: boolean;
   readonly #listeners = new Set<ResourceEventHandler<T>>();
   #pending: DeepReadonly<T>[] | undefined;
   #synced = false;
@@ -138,6 +141,7 @@ export class Reflector<T extends KubeObject> {
     this.#opts = opts;
     this.#store = opts.store ?? new Store<T>({ indexers: opts.indexers ?? {} });
     this.#transform = opts.transform ?? stripManagedFields;
+    this.#jsonData = this.#transform === stripManagedFields;
   }
 
   get store(): ReadonlyStore<T> {
@@ -310,7 +314,8 @@ export class Reflector<T extends KubeObject> {
       });
       return undefined;
     }
-    return deepFreeze(out);
+    // Objects as parsed (the default transform only deletes a field): the JSON freeze, same result, faster.
+    return this.#jsonData ? (deepFreezeJson(out) as DeepReadonly<T>) : deepFreeze(out);
   }
 
   #emit(

@@ -6,10 +6,11 @@
  * (RestConfig.refreshCredentials: exec plugins run again, token files are re-read) and they changed:
  * an expired or rotated token does not fail requests until a restart.
  */
-import * as http from 'node:http';
+import type * as http from 'node:http';
 import * as http2 from 'node:http2';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
+import { nodeHttp } from '../util/node-http.ts';
 import { authenticate, reauthenticate } from './auth.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
 import {
@@ -156,7 +157,7 @@ export class HttpTransport {
     this.#onRequest = opts.onRequest;
     this.#base = new URL(config.server);
     this.#basePath = this.#base.pathname.replace(/\/+$/, '');
-    this.#module = this.#base.protocol === 'https:' ? https : http;
+    this.#module = this.#base.protocol === 'https:' ? https : nodeHttp;
   }
 
   /** Sends one request; resolves with the parsed JSON body (undefined when empty). Non-2xx throws typed. */

@@ -8,8 +8,9 @@
  * connection of a pool is found dead, presumeDead closes the pool's idle connections and every connection
  * in use that delivers nothing within PROVE_ALIVE_MS. Sockets get TCP keepalive (30 s idle) from the agent.
  */
-import * as http from 'node:http';
+import type * as http from 'node:http';
 import * as https from 'node:https';
+import { nodeHttp } from '../util/node-http.ts';
 import type { RestConfig } from './config.ts';
 import { DeadConnectionError, type PoolSweep, StaleConnectionError } from './errors.ts';
 
@@ -156,7 +157,7 @@ export function agentFor(
       maxSockets,
       maxFreeSockets: 16,
     };
-    agent = config.server.startsWith('https:') ? new https.Agent(opts) : new http.Agent(opts);
+    agent = config.server.startsWith('https:') ? new https.Agent(opts) : new nodeHttp.Agent(opts);
     pools.set(pool, agent);
   }
   return agent;

@@ -1,6 +1,7 @@
 /** The manager's HTTP endpoints (health probes, metrics) on node:http. */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { nodeHttp } from '../util/node-http.ts';
 
 export interface BindAddress {
   /** undefined: every interface. */
@@ -41,7 +42,7 @@ export function listen(
   handler: RequestHandler,
   onError: (err: unknown) => void,
 ): Promise<{ server: Server; address: string }> {
-  const server = createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     handler(req, res).catch((err: unknown) => {
       onError(err);
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });

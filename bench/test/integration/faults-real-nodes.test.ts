@@ -58,8 +58,8 @@ describe('fault suite, real node', {
       r.notes.some((n) => /operator container restarts 1 \(1 the SIGKILL\)/.test(n)),
       what,
     );
-    assert.equal(r.logLines.error ?? 0, 0, JSON.stringify(r.logLines));
-    assert.equal(r.logLines.fatal ?? 0, 0, JSON.stringify(r.logLines));
+    assert.equal(r.logLines.error ?? 0, 0, JSON.stringify({ logLines: r.logLines, notes: r.notes }));
+    assert.equal(r.logLines.fatal ?? 0, 0, JSON.stringify({ logLines: r.logLines, notes: r.notes }));
     assert.ok((r.logLines.info ?? 0) > 0, `the pods' logs were read: ${JSON.stringify(r.logLines)}`);
     assert.equal(r.eventsLost, 0, what);
   });

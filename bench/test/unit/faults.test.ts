@@ -19,6 +19,7 @@ test("log lines by level: the harness's string levels and a container's numeric 
   assert.deepEqual(countLogLines(text), {
     byLevel: { info: 2, warn: 2, error: 1, '35': 1, unparsed: 1 },
     eventsLost: 1,
+    errors: ['{"level":50,"msg":"reconcile timed out"}'],
   });
 });
 

@@ -21,13 +21,14 @@ import {
   type Pod,
   PodDisruptionBudgets,
   Pods,
+  RoleBindings,
   type Secret,
   Secrets,
   Services,
   type StatefulSet,
   StatefulSets,
 } from '@opkit/runtime';
-import { FakeClient, internalError, invalidError } from '@opkit/runtime/testing';
+import { FakeClient, internalError, invalidError, notFoundError } from '@opkit/runtime/testing';
 import { type Database, Databases, LABEL_MANAGED_BY, MANAGED_BY } from '../../src/api/v1/database.ts';
 import { FINALIZER, type ReconcilerDeps, reconcileDatabase } from '../../src/controllers/database/index.ts';
 import { FakeRecorder, managedOnlyReader, PASSWORD_KEYS } from './fixtures.ts';
@@ -256,6 +257,20 @@ describe('reconcileDatabase', () => {
     );
     await reconcile();
     assert.ok(client.getStored(StatefulSets, KEY));
+  });
+
+  it("a RoleBinding refused with NotFound (the API server's RBAC cache has not seen its Role yet): no error, created again a second later", async () => {
+    await client.create(Databases.resource, database({ engine: 'postgres', version: '15' }));
+    const binding = { namespace: NS, name: `${NAME}-instance` };
+    for (let i = 0; i < 3; i++)
+      client.failNext('create', RoleBindings, notFoundError(RoleBindings, binding.name));
+    const result = await reconcile();
+    assert.deepEqual(result, { requeueAfter: 1_000 });
+    assert.equal(client.getStored(RoleBindings, binding), undefined);
+    assert.ok(client.getStored(StatefulSets, KEY), 'the rest of the reconcile went on');
+    assert.ok(!recorder.events.some((e) => e.type === 'Warning'), 'no Warning Event');
+    await reconcile();
+    assert.ok(client.getStored(RoleBindings, binding));
   });
 
   it('a reconcile that fails half-way regenerates nothing when retried', async () => {

@@ -292,6 +292,7 @@ export async function reconcileDatabase(
   // The StatefulSet is being deleted (orphan) to be recreated: its deletion event wakes us, but check
   // again in a while in case the garbage collector is slow.
   if (run.recreating) return requeueAfter(5_000);
+  if (run.retrySoonMs !== undefined) return requeueAfter(run.retrySoonMs);
   // The server certificate's renewal, when it falls before the next periodic resync could come.
   const renewIn =
     (run.tlsState?.renewAt?.getTime() ?? Number.POSITIVE_INFINITY) - (deps.now?.() ?? new Date()).getTime();

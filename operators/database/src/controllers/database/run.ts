@@ -70,6 +70,8 @@ export class Run {
   failoverRequeueMs: number | undefined;
   /** The primary Lease is to be looked at again in this many ms (whether it expired). */
   leaseRecheckMs: number | undefined;
+  /** A step that waits on the API server (not an error) asks to run again in this many ms. */
+  retrySoonMs: number | undefined;
 
   constructor(deps: ReconcilerDeps, db: Database, signal?: AbortSignal, log?: Logger) {
     this.deps = deps;

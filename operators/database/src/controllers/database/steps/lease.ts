@@ -4,7 +4,14 @@
  * designated primary, then kept naming it ('' while a failover fences; the failover procedure writes it
  * at the moments that matter, before a promotion above all, failover/procedure.ts).
  */
-import { AlreadyExistsError, Leases, RoleBindings, Roles, ServiceAccounts } from '@opkit/runtime';
+import {
+  AlreadyExistsError,
+  Leases,
+  NotFoundError,
+  RoleBindings,
+  Roles,
+  ServiceAccounts,
+} from '@opkit/runtime';
 import {
   instanceRole,
   instanceRoleBinding,
@@ -13,6 +20,7 @@ import {
   usesPrimaryLease,
 } from '../desired/index.ts';
 import { childNames } from '../desired/names.ts';
+import { ChildError } from '../errors.ts';
 import { PrimaryLeaseAccess } from '../failover/lease-io.ts';
 import { allInOrder, type Run } from '../run.ts';
 
@@ -28,7 +36,7 @@ export async function ensurePrimaryLease(run: Run): Promise<void> {
   await allInOrder([
     run.ensure(ServiceAccounts, instanceServiceAccount(run.spec)),
     run.ensure(Roles, instanceRole(run.spec)),
-    run.ensure(RoleBindings, instanceRoleBinding(run.spec)),
+    ensureRoleBinding(run),
   ]);
   const holder = desiredHolder(run);
   if (holder === undefined) return;
@@ -45,6 +53,29 @@ export async function ensurePrimaryLease(run: Run): Promise<void> {
       if (!(err instanceof AlreadyExistsError)) throw err;
     }
   });
+}
+
+/** How soon a RoleBinding refused for a Role the API server has not seen yet is created again. */
+export const ROLE_NOT_SEEN_RETRY_MS = 1_000;
+
+/**
+ * The instances' RoleBinding. Its create is refused with NotFound while the API server's RBAC cache has
+ * not seen the Role made just before it (the escalation check resolves the Role from that cache): under
+ * load or right after an outage, for a moment. Expected and soon over: created again in a second, said at
+ * info level, instead of failing the reconcile.
+ */
+async function ensureRoleBinding(run: Run): Promise<void> {
+  const binding = instanceRoleBinding(run.spec);
+  try {
+    await run.ensure(RoleBindings, binding);
+  } catch (err) {
+    if (!(err instanceof ChildError) || !(err.cause instanceof NotFoundError)) throw err;
+    run.log?.info(
+      { roleBinding: binding.metadata.name },
+      "the API server has not seen the instances' Role yet: creating their RoleBinding again in a second",
+    );
+    run.retrySoonMs = ROLE_NOT_SEEN_RETRY_MS;
+  }
 }
 
 /** The process's memory of the Leases, or one for this reconcile (then nothing counts on it yet). */

@@ -21,7 +21,7 @@ import {
 } from '../desired/index.ts';
 import { childNames } from '../desired/names.ts';
 import { ChildError } from '../errors.ts';
-import { PrimaryLeaseAccess } from '../failover/lease-io.ts';
+import { newLeaseMemory, PrimaryLeaseAccess } from '../failover/lease-io.ts';
 import { allInOrder, type Run } from '../run.ts';
 
 /** Who the Lease should name now: the designated primary, or nobody while a failover fences. */
@@ -80,6 +80,6 @@ async function ensureRoleBinding(run: Run): Promise<void> {
 
 /** The process's memory of the Leases, or one for this reconcile (then nothing counts on it yet). */
 export function leaseMemory(run: Run) {
-  run.deps.leases ??= { observations: new Map(), monotonic: () => performance.now() };
+  run.deps.leases ??= newLeaseMemory();
   return run.deps.leases;
 }

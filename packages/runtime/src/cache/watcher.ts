@@ -303,11 +303,19 @@ export async function* watcher<T extends KubeObject>(
     let received = 0;
     /** initial: `init` was emitted, the initial events are being delivered. */
     let begun = false;
-    let timer: TimerHandle | undefined;
     let silenced: WatchSilenceError | undefined;
     let iterator: AsyncIterator<WatchEvent<T>> | undefined;
     let outcome: WatchOutcome;
     let failure: unknown;
+    // The silence timer runs only while the watcher waits for the stream (not while the consumer holds an
+    // event). One timer per watch, not per event: it is armed when a wait starts and none is pending, and
+    // when it fires during a wait that began later than it was armed for, it re-arms for the rest.
+    const silence = new SilenceTimer(clock, silenceMs, () => {
+      silenced = new WatchSilenceError(silenceMs);
+      ctrl.abort(silenced);
+    });
+    // One abort listener per watch (not per event) rejects the wait in progress.
+    const waits = new AbortableWaits(ctrl.signal);
     try {
       iterator = client
         .watch(resource, {
@@ -320,16 +328,12 @@ export async function* watcher<T extends KubeObject>(
         })
         [Symbol.asyncIterator]();
       for (;;) {
-        timer = clock.setTimeout(() => {
-          silenced = new WatchSilenceError(silenceMs);
-          ctrl.abort(silenced);
-        }, silenceMs);
         let step: IteratorResult<WatchEvent<T>>;
+        silence.waiting();
         try {
-          step = await nextOrAbort(iterator, ctrl.signal);
+          step = await waits.next(iterator);
         } finally {
-          clock.clearTimeout(timer);
-          timer = undefined;
+          silence.delivered();
         }
         if (step.done) break;
         const ev = step.value;
@@ -396,7 +400,8 @@ export async function* watcher<T extends KubeObject>(
       else [outcome, failure] = ['error', err];
     } finally {
       signal.removeEventListener('abort', onAbort);
-      if (timer !== undefined) clock.clearTimeout(timer);
+      silence.stop();
+      waits.stop();
       ctrl.abort();
       // Let a client-side generator run its cleanup; never wait for it or let it reject unhandled.
       try {
@@ -436,22 +441,98 @@ export async function* watcher<T extends KubeObject>(
   }
 }
 
-/** `it.next()`, but rejects as soon as `signal` aborts even if the iterator ignores the signal. */
-function nextOrAbort<V>(it: AsyncIterator<V>, signal: AbortSignal): Promise<IteratorResult<V>> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  const next = it.next();
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    next.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
+/**
+ * The silence timer of one watch: fires `onSilence` once the watcher has waited for the stream for
+ * `silenceMs` without a delivery; time the consumer spends on an event does not count. Arms one clock timer
+ * at a time: a delivery only records the time, and a timer that fires early for the current wait re-arms
+ * for the remainder (a per-event setTimeout/clearTimeout pair cost ~1 µs per event of a start-up's
+ * thousands).
+ */
+export class SilenceTimer {
+  readonly #clock: Clock;
+  readonly #silenceMs: number;
+  readonly #onSilence: () => void;
+  #timer: TimerHandle | undefined;
+  /** When the current wait began; undefined while none is in progress. */
+  #since: number | undefined;
+  #stopped = false;
+
+  constructor(clock: Clock, silenceMs: number, onSilence: () => void) {
+    this.#clock = clock;
+    this.#silenceMs = silenceMs;
+    this.#onSilence = onSilence;
+  }
+
+  /** A wait for the stream begins. */
+  waiting(): void {
+    if (this.#stopped) return;
+    this.#since = this.#clock.now();
+    if (this.#timer === undefined) this.#arm(this.#silenceMs);
+  }
+
+  /** The wait ended (a delivery, the end, or an error). */
+  delivered(): void {
+    this.#since = undefined;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#since = undefined;
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #arm(ms: number): void {
+    this.#timer = this.#clock.setTimeout(() => this.#fire(), ms);
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    if (this.#since === undefined || this.#stopped) return; // not waiting: the next wait arms again
+    const left = this.#since + this.#silenceMs - this.#clock.now();
+    if (left > 0) this.#arm(left);
+    else this.#onSilence();
+  }
+}
+
+/**
+ * `it.next()`, rejected as soon as `signal` aborts even if the iterator ignores the signal, with one abort
+ * listener for every wait (adding and removing one per event cost more than the rest of the wait).
+ */
+class AbortableWaits {
+  readonly #signal: AbortSignal;
+  #reject: ((reason: unknown) => void) | undefined;
+  readonly #onAbort = (): void => {
+    const reject = this.#reject;
+    this.#reject = undefined;
+    reject?.(this.#signal.reason);
+  };
+
+  constructor(signal: AbortSignal) {
+    this.#signal = signal;
+    signal.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  next<V>(it: AsyncIterator<V>): Promise<IteratorResult<V>> {
+    if (this.#signal.aborted) return Promise.reject(this.#signal.reason);
+    const next = it.next();
+    return new Promise((resolve, reject) => {
+      this.#reject = reject;
+      next.then(
+        (v) => {
+          this.#reject = undefined;
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.#reject = undefined;
+          reject(e);
+        },
+      );
+    });
+  }
+
+  stop(): void {
+    this.#reject = undefined;
+    this.#signal.removeEventListener('abort', this.#onAbort);
+  }
 }

@@ -504,6 +504,34 @@ describe('watcher', () => {
     assert.equal(w1.signal?.aborted, false);
   });
 
+  it('arms one silence timer per watch, not one per event, and still times the wait in progress', async () => {
+    const h = harness({ silenceTimeoutMs: 1000 });
+    let armed = 0;
+    const setTimeout = h.clock.setTimeout.bind(h.clock);
+    h.clock.setTimeout = (fn, ms) => {
+      armed++;
+      return setTimeout(fn, ms);
+    };
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 200);
+    const w1 = await h.client.nextWatch();
+    for (let i = 0; i < 200; i++) w1.push({ type: 'ADDED', object: cm(`o${i}`, String(11 + i)) });
+    assert.equal((await next).length, 200);
+    assert.ok(armed <= 2, `${armed} timers armed for 200 events`);
+    // Waiting again: silent for 999 ms is fine, for 1000 ms (from the start of this wait) it is dead.
+    const after = take(h.gen, 1).catch(() => []);
+    await h.clock.advanceAsync(600);
+    w1.bookmark('300');
+    await tick();
+    await h.clock.advanceAsync(999);
+    assert.equal(w1.signal?.aborted, false, 'a bookmark 999 ms ago: alive');
+    await h.clock.advanceAsync(1);
+    assert.equal(w1.signal?.aborted, true, 'silent for 1000 ms: aborted');
+    h.ac.abort();
+    await after;
+  });
+
   it('treats an immediate empty close as an error (backoff, no hot loop)', async () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });

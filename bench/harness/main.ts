@@ -41,6 +41,8 @@ const { values } = parseArgs({
     'with-defaults': { type: 'boolean', default: false },
     /** Node flags for opkit instead of those of its image's ENTRYPOINT, e.g. "" or "--max-semi-space-size=4". */
     'opkit-node-flags': { type: 'string' },
+    /** Environment for opkit only, e.g. "OPKIT_TRANSPORT=http2" (comma-separated KEY=VALUE pairs). */
+    'opkit-env': { type: 'string' },
     out: { type: 'string' },
     'no-latest': { type: 'boolean', default: false },
     /** Leave out the equivalence check that otherwise runs before every scenario (experiments only). */
@@ -53,6 +55,17 @@ const { values } = parseArgs({
 });
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** "A=1,B=2" -> { A: '1', B: '2' }; a pair without "=" or with an empty name is an error. */
+function parseEnvPairs(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of text.split(',').filter((p) => p.length > 0)) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new Error(`--opkit-env: expected KEY=VALUE pairs separated by commas, got "${pair}"`);
+    out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
 const scenario = values.scenario;
 const ns = (values.n ?? (scenario === 'memory' ? '100,1000,3000' : '100')).split(',').map(Number);
 const runs = Number(values.runs);
@@ -267,6 +280,15 @@ try {
   if (opkitEnv) {
     common.opkitEnv = opkitEnv;
     log('opkit: Node compile cache warmed (NODE_COMPILE_CACHE, as in its image)');
+  }
+  if (values['opkit-env']) {
+    const extra = parseEnvPairs(values['opkit-env']);
+    common.opkitEnv = { ...(common.opkitEnv ?? process.env), ...extra };
+    log(
+      `opkit: environment ${Object.entries(extra)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}`,
+    );
   }
   // Before any timing: the implementations must create the same objects for the figures to compare.
   if (!values['skip-equivalence']) equivalence = await runEquivalence();

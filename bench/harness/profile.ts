@@ -1,6 +1,7 @@
 /**
  * Summarizes V8 CPU profiles (node --cpu-prof): self time by function and by package/area.
  *   node bench/harness/profile.ts <file.cpuprofile|dir> [--top 25]
+ *   node bench/harness/profile.ts <file.cpuprofile|dir> --callers '^getName$' [--depth 4]
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -68,10 +69,56 @@ export function summarize(files: string[], top = 25): string {
   ].join('\n');
 }
 
+/**
+ * Who calls the functions whose name matches `pattern`: time of the samples in them (self and below), by
+ * the `depth` frames above them, heaviest first.
+ */
+export function callers(files: string[], pattern: RegExp, depth = 4, top = 15): string {
+  const byStack = new Map<string, number>();
+  let total = 0;
+  for (const f of files) {
+    const p = JSON.parse(readFileSync(f, 'utf8')) as Profile;
+    const parent = new Map<number, number>();
+    for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+    const nodes = new Map(p.nodes.map((n) => [n.id, n]));
+    const label = (n: Node) => {
+      const cf = n.callFrame;
+      const file = cf.url.replace(/^.*\/(packages|operators|bench|node_modules)\//, '$1/');
+      return `${cf.functionName || '(anonymous)'} ${file}:${cf.lineNumber + 1}`;
+    };
+    for (let i = 0; i < p.samples.length; i++) {
+      let id: number | undefined = p.samples[i];
+      const dt = (p.timeDeltas[i] ?? 0) / 1000;
+      // the innermost matching frame of this sample's stack
+      while (id !== undefined && !pattern.test(nodes.get(id)?.callFrame.functionName ?? ''))
+        id = parent.get(id);
+      if (id === undefined) continue;
+      total += dt;
+      const chain: string[] = [];
+      for (let up: number | undefined = id, k = 0; up !== undefined && k <= depth; up = parent.get(up), k++)
+        chain.push(label(nodes.get(up)!));
+      const key = chain.join('\n      <- ');
+      byStack.set(key, (byStack.get(key) ?? 0) + dt);
+    }
+  }
+  return [
+    `${total.toFixed(0)} ms in functions matching ${pattern}`,
+    ...[...byStack]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([k, v]) => `${v.toFixed(0).padStart(7)} ms  ${k}`),
+  ].join('\n');
+}
+
 if (import.meta.main) {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { top: { type: 'string', default: '25' } },
+    options: {
+      top: { type: 'string', default: '25' },
+      /** A regular expression: print who calls the functions it matches instead of the summary. */
+      callers: { type: 'string' },
+      depth: { type: 'string', default: '4' },
+    },
   });
   const files = positionals.flatMap((p) =>
     statSync(p).isDirectory()
@@ -80,5 +127,9 @@ if (import.meta.main) {
           .map((f) => join(p, f))
       : [p],
   );
-  console.log(summarize(files, Number(values.top)));
+  console.log(
+    values.callers
+      ? callers(files, new RegExp(values.callers), Number(values.depth), Number(values.top))
+      : summarize(files, Number(values.top)),
+  );
 }

@@ -204,6 +204,8 @@ export class Reflector<T extends KubeObject> {
       } = this.#opts;
       await this.consume(
         watcher(this.client, this.resource, {
+          // The default transform drops managedFields: the client need not parse them at all.
+          omitManagedFields: this.#jsonData,
           ...watcherOpts,
           signal,
           onError: (err, ctx) => this.#report(err, ctx),

@@ -105,6 +105,11 @@ export interface WatcherOptions {
    * gone without FIN, or a middlebox that keeps the TCP session alive but forwards nothing).
    */
   silenceTimeoutMs?: number;
+  /**
+   * Ask the client to leave `metadata.managedFields` out of watched objects (WatchOptions.omitManagedFields);
+   * the reflector does when its transform is the default, which drops them anyway. Lists are not cut.
+   */
+  omitManagedFields?: boolean;
   /** Backoff for retries after errors; a Backoff instance or options for one. */
   backoff?: Backoff | BackoffOptions;
   /** Told about every error the watcher recovers from. Must not throw (if it does, that is ignored). */
@@ -324,6 +329,7 @@ export async function* watcher<T extends KubeObject>(
             ? { sendInitialEvents: true, allowWatchBookmarks: true }
             : { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true }),
           timeoutSeconds,
+          ...(opts.omitManagedFields ? { omitManagedFields: true } : {}),
           signal: ctrl.signal,
         })
         [Symbol.asyncIterator]();

@@ -23,7 +23,7 @@ import {
 } from './errors.ts';
 import { type H2Context, h2Headers, h2Open, h2Request } from './h2-requests.ts';
 import { type H2Pool, h2PoolFor, type TransportMode, transportModeFrom } from './h2-sessions.ts';
-import { jsonLines } from './json-lines.ts';
+import { type JsonLinesOptions, jsonLines } from './json-lines.ts';
 import {
   type AnyAgent,
   agentFor,
@@ -37,7 +37,8 @@ import { buildQuery, type Query } from './query.ts';
 
 export { authenticate, reauthenticate } from './auth.ts';
 export type { TransportMode } from './h2-sessions.ts';
-export { JsonLineDecoder, jsonLines } from './json-lines.ts';
+export { JsonLineDecoder, type JsonLinesOptions, jsonLines } from './json-lines.ts';
+export { withoutManagedFields } from './managed-fields.ts';
 export { agentFor, DEFAULT_POOL, LEADER_ELECTION_POOL } from './pools.ts';
 export { buildQuery, type Query, type QueryValue } from './query.ts';
 
@@ -126,6 +127,12 @@ interface AttemptFailure {
   retryable: boolean;
 }
 
+/** Options of {@link HttpTransport.stream}. */
+export interface StreamOptions extends JsonLinesOptions {
+  /** Bounds the wait for the response headers (ms); defaults to the transport's timeout. */
+  timeoutMs?: number;
+}
+
 /** A watch's 2xx response, whatever the protocol. */
 interface Opened {
   body: AsyncIterable<Buffer>;
@@ -197,8 +204,8 @@ export class HttpTransport {
    * every listener is removed. Non-2xx responses throw typed errors; a broken connection throws
    * ConnectionError.
    */
-  stream(path: string, signal?: AbortSignal, opts: { timeoutMs?: number } = {}): AsyncIterable<unknown> {
-    return this.#stream(path, signal, opts.timeoutMs);
+  stream(path: string, signal?: AbortSignal, opts: StreamOptions = {}): AsyncIterable<unknown> {
+    return this.#stream(path, signal, opts);
   }
 
   /** Destroys the pool's sockets and HTTP/2 sessions (of every client using this config and pool). */
@@ -233,8 +240,9 @@ export class HttpTransport {
   async *#stream(
     path: string,
     signal: AbortSignal | undefined,
-    timeoutMs: number | undefined,
+    opts: StreamOptions,
   ): AsyncGenerator<unknown> {
+    const { timeoutMs } = opts;
     if (signal?.aborted) return;
     // Closed by the pool (a DeadConnectionError) when another of its connections was found dead and
     // this one delivered nothing within the pool's check: then the stream throws that error.
@@ -281,7 +289,7 @@ export class HttpTransport {
       }
       conn.alive();
       ping = opened.ping;
-      yield* this.#read(path, opened, both, conn);
+      yield* this.#read(path, opened, both, conn, opts);
       if (dead.signal.aborted) throw dead.signal.reason;
     } catch (err) {
       if (dead.signal.aborted) throw dead.signal.reason;
@@ -293,7 +301,13 @@ export class HttpTransport {
   }
 
   /** The values of an opened stream until the server ends it (or `signal` aborts: then it just ends). */
-  async *#read(path: string, opened: Opened, signal: AbortSignal, conn: InFlight): AsyncGenerator<unknown> {
+  async *#read(
+    path: string,
+    opened: Opened,
+    signal: AbortSignal,
+    conn: InFlight,
+    opts: JsonLinesOptions,
+  ): AsyncGenerator<unknown> {
     let aborted = false;
     const onAbort = (): void => {
       aborted = true;
@@ -302,7 +316,7 @@ export class HttpTransport {
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal.aborted) return;
-      for await (const value of jsonLines(opened.body)) {
+      for await (const value of jsonLines(opened.body, opts)) {
         // Values already decoded from the last chunk are not delivered after an abort.
         if (aborted) return;
         conn.alive();

@@ -17,14 +17,17 @@ export {
   type HttpRequest,
   HttpTransport,
   JsonLineDecoder,
+  type JsonLinesOptions,
   jsonLines,
   LEADER_ELECTION_POOL,
   type Query,
   type QueryValue,
   type RequestMetric,
   RequestTimeoutError,
+  type StreamOptions,
   type TransportMode,
   type TransportOptions,
+  withoutManagedFields,
 } from './http.ts';
 export { type RateLimitOptions, RateLimitOptionsError, TokenBucket } from './rate-limit.ts';
 export {

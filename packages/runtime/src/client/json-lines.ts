@@ -1,4 +1,10 @@
 /** Newline-delimited JSON, as watch responses stream it. */
+import { withoutManagedFields } from './managed-fields.ts';
+
+export interface JsonLinesOptions {
+  /** Cut `object.metadata.managedFields` out of each line before parsing it (watch events; managed-fields.ts). */
+  omitManagedFields?: boolean;
+}
 
 /**
  * Splits a byte stream into newline-delimited JSON values. Chunks may end anywhere, including inside
@@ -6,6 +12,11 @@
  */
 export class JsonLineDecoder {
   #pending: Buffer[] = [];
+  readonly #omitManagedFields: boolean;
+
+  constructor(opts: JsonLinesOptions = {}) {
+    this.#omitManagedFields = opts.omitManagedFields ?? false;
+  }
 
   /** Feeds one chunk; returns the values of the lines it completed. */
   write(chunk: Uint8Array | string): unknown[] {
@@ -23,7 +34,7 @@ export class JsonLineDecoder {
         line = Buffer.concat(this.#pending);
         this.#pending = [];
       }
-      parseLine(line, out);
+      parseLine(line, out, this.#omitManagedFields);
       start = nl + 1;
       nl = buf.indexOf(0x0a, start);
     }
@@ -35,17 +46,17 @@ export class JsonLineDecoder {
   /** Ends the input; a final line without a trailing newline still counts. */
   end(): unknown[] {
     const out: unknown[] = [];
-    if (this.#pending.length > 0) parseLine(Buffer.concat(this.#pending), out);
+    if (this.#pending.length > 0) parseLine(Buffer.concat(this.#pending), out, this.#omitManagedFields);
     this.#pending = [];
     return out;
   }
 }
 
-function parseLine(line: Buffer, out: unknown[]): void {
+function parseLine(line: Buffer, out: unknown[], omitManagedFields: boolean): void {
   const text = line.toString('utf8').trim();
   if (text.length === 0) return;
   try {
-    out.push(JSON.parse(text));
+    out.push(JSON.parse(omitManagedFields ? withoutManagedFields(text) : text));
   } catch (err) {
     const preview = text.length > 200 ? `${text.slice(0, 200)}...` : text;
     throw new SyntaxError(`malformed JSON line in stream: ${preview}`, { cause: err });
@@ -55,8 +66,9 @@ function parseLine(line: Buffer, out: unknown[]): void {
 /** Newline-delimited JSON values from a chunked source. Stopping early returns (closes) the source. */
 export async function* jsonLines(
   source: AsyncIterable<Uint8Array | string>,
+  opts: JsonLinesOptions = {},
 ): AsyncGenerator<unknown, void, undefined> {
-  const decoder = new JsonLineDecoder();
+  const decoder = new JsonLineDecoder(opts);
   for await (const chunk of source) {
     for (const value of decoder.write(chunk)) yield value;
   }

@@ -248,7 +248,10 @@ export class RestClient implements Client {
     opts: WatchOptions = {},
   ): AsyncGenerator<WatchEvent<T>> {
     const path = resourcePath(res, { namespace: opts.namespace }) + buildQuery(watchQuery(opts));
-    for await (const raw of this.transport.stream(path, opts.signal)) {
+    const stream = this.transport.stream(path, opts.signal, {
+      ...(opts.omitManagedFields ? { omitManagedFields: true } : {}),
+    });
+    for await (const raw of stream) {
       const event = raw as { type?: string; object?: unknown };
       if (event.type === 'ERROR') {
         const status = (event.object ?? {}) as Status;

@@ -55,6 +55,12 @@ export interface WatchOptions {
   /** Server-side timeout; the server closes the stream cleanly after it. */
   timeoutSeconds?: number;
   sendInitialEvents?: boolean;
+  /**
+   * The caller drops `metadata.managedFields` anyway (informers do): the client may leave them out of the
+   * objects it delivers, cut from the text before parsing (cheaper than parsing and deleting them). A
+   * hint, not a guarantee: clients that cannot (fakes) deliver them, so the caller still drops them.
+   */
+  omitManagedFields?: boolean;
   signal?: AbortSignal;
 }
 

@@ -87,6 +87,8 @@ export interface RunResult {
     requests: RequestSummary;
     cpuSeconds?: number;
     peakRssMiB?: number;
+    /** Reconciles run until converged (controller_runtime_reconcile_total), when the operator serves it. */
+    reconciles?: number;
   };
   steady?: {
     seconds: number;
@@ -118,7 +120,13 @@ export interface RunResult {
     heapMiB?: number;
     cachedObjects?: number;
   };
-  e2e?: { seconds: number; requests: RequestSummary; cpuSeconds?: number; peakRssMiB?: number };
+  e2e?: {
+    seconds: number;
+    requests: RequestSummary;
+    cpuSeconds?: number;
+    peakRssMiB?: number;
+    reconciles?: number;
+  };
   snapshot?: Record<string, unknown>;
   logFile?: string;
 }
@@ -357,6 +365,7 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       const before = await scrapeRequestCounts(kube);
       const hBefore = cloneCounts(kube.counts);
       const cpu0 = op?.proc.sample().cpuSeconds;
+      const reconciles0 = op ? await scrapeReconciles(op.metricsPort) : undefined;
       const t0 = performance.now();
       await runConcurrently(dbs, opts.writerConcurrency, async (db) => {
         if (opts.impl === 'floor') await floorWrite(kube, ns, db);
@@ -365,6 +374,7 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       const tCreated = performance.now();
       const tDone = await observer.waitConverged(names, opts.convergeTimeoutMs);
       const s = op?.proc.sample();
+      const reconciles1 = op ? await scrapeReconciles(op.metricsPort) : undefined;
       const settled = await settle(kube, 2000, 20_000);
       const requests = operatorDelta(settled.counts, before, kube.counts, hBefore);
       if (opts.impl === 'floor') {
@@ -375,12 +385,15 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
         createSeconds: (tCreated - t0) / 1000,
         requests,
         ...(s && cpu0 !== undefined ? { cpuSeconds: s.cpuSeconds - cpu0, peakRssMiB: s.hwmBytes / MiB } : {}),
+        // None before (client_golang shows the counter only once it has a series): 0 Databases, 0 reconciles.
+        ...(reconciles1 !== undefined ? { reconciles: reconciles1 - (reconciles0 ?? 0) } : {}),
       };
       if (opts.phases.includes('e2e')) result.e2e = fig;
       else result.convergence = fig;
       log(
         `  ${opts.impl} N=${opts.n}: converged in ${fig.seconds.toFixed(2)} s, ${requests.writes} writes, ` +
-          `${requests.reads} reads${fig.peakRssMiB ? `, peak RSS ${fig.peakRssMiB.toFixed(0)} MiB, CPU ${fig.cpuSeconds?.toFixed(1)} s` : ''}`,
+          `${requests.reads} reads${fig.peakRssMiB ? `, peak RSS ${fig.peakRssMiB.toFixed(0)} MiB, CPU ${fig.cpuSeconds?.toFixed(1)} s` : ''}` +
+          `${fig.reconciles !== undefined ? `, ${fig.reconciles} reconciles` : ''}`,
       );
     }
     if (opts.snapshot) result.snapshot = await snapshot(kube, ns);
@@ -401,9 +414,8 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
         requests,
         cpuSeconds: s.cpuSeconds - cpu0,
         rssMiB: s.rssBytes / MiB,
-        ...(reconciles0 !== undefined && reconciles1 !== undefined
-          ? { reconciles: reconciles1 - reconciles0 }
-          : {}),
+        // None before (client_golang shows the counter only once it has a series): 0 Databases, 0 reconciles.
+        ...(reconciles1 !== undefined ? { reconciles: reconciles1 - (reconciles0 ?? 0) } : {}),
       };
       log(
         `  steady ${opts.steadySeconds} s: ${requests.writes} writes, ${requests.reads} reads` +

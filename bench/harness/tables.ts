@@ -63,6 +63,7 @@ export function metricsOf(rs: RunResult[]): Metric[] {
       c(r) ? (c(r)!.requests.writes - eventWrites(c(r)!.requests)) / Math.abs(n) : undefined,
     );
     add(sc, n, 'reads (GET+LIST)', '', (r) => c(r)?.requests.reads);
+    add(sc, n, 'reconciles', '', (r) => c(r)?.reconciles);
     add(sc, n, 'operator CPU', 's', (r) => c(r)?.cpuSeconds);
     add(sc, n, 'peak RSS', 'MiB', (r) => c(r)?.peakRssMiB);
     add('steady', n, 'writes while idle', '', (r) => r.steady?.requests.writes);

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { ConfigMaps } from '../../src/api/builtin.ts';
 import { Reflector } from '../../src/cache/reflector.ts';
 import { JsonLineDecoder } from '../../src/client/json-lines.ts';
 import { withoutManagedFields } from '../../src/client/managed-fields.ts';
 import { createClient } from '../../src/client/rest-client.ts';
+import { startLocalServer } from './local-http.ts';
 
 const managedFields = [
   {
@@ -165,7 +164,7 @@ describe('informers and managedFields over HTTP', () => {
       metadata: { name, namespace: 'ns', resourceVersion: '5', managedFields },
       data: { a: '1' },
     });
-    const server = http.createServer((req, res) => {
+    const local = await startLocalServer((req, res) => {
       res.writeHead(200, { 'Content-Type': 'application/json' });
       if (!req.url?.includes('sendInitialEvents=true')) return;
       res.write(`${JSON.stringify({ type: 'ADDED', object: cm('a') })}\n`);
@@ -178,14 +177,7 @@ describe('informers and managedFields over HTTP', () => {
         })}\n`,
       );
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
-    const client = createClient({
-      server: `http://127.0.0.1:${port}`,
-      host: `127.0.0.1:${port}`,
-      namespace: 'ns',
-      authenticate: async () => ({ headers: {} }),
-    });
+    const client = createClient(local.config);
     const ctrl = new AbortController();
     try {
       const plain = new Reflector(client, ConfigMaps, { watchList: true });
@@ -206,8 +198,7 @@ describe('informers and managedFields over HTTP', () => {
       assert.deepEqual(seen, [managedFields], "the caller's transform gets them");
     } finally {
       ctrl.abort();
-      server.closeAllConnections();
-      server.close();
+      await local.close();
     }
   });
 });

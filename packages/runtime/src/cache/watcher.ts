@@ -51,7 +51,7 @@ import {
   TooManyRequestsError,
 } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
-import { type Clock, realClock, sleep, type TimerHandle } from '../util/clock.ts';
+import { type Clock, monotonicClock, sleep, type TimerHandle } from '../util/clock.ts';
 import { Backoff, type BackoffOptions } from './backoff.ts';
 
 export type WatcherEvent<T extends KubeObject> =
@@ -197,7 +197,8 @@ export async function* watcher<T extends KubeObject>(
   opts: WatcherOptions,
 ): AsyncGenerator<WatcherEvent<T>, void, undefined> {
   const { signal } = opts;
-  const clock = opts.clock ?? realClock;
+  // Elapsed time only (silence, backoff, how long a watch stayed open): a wall-clock step must not count.
+  const clock = opts.clock ?? monotonicClock;
   const random = opts.random ?? Math.random;
   const backoff =
     opts.backoff instanceof Backoff ? opts.backoff : new Backoff({ clock, random, ...(opts.backoff ?? {}) });
@@ -304,14 +305,7 @@ export async function* watcher<T extends KubeObject>(
       opts.watchTimeoutSeconds ??
       Math.floor(MIN_WATCH_TIMEOUT_SECONDS * (1 + WATCH_TIMEOUT_SPREAD * random()));
     const silenceMs = opts.silenceTimeoutMs ?? silenceTimeoutFor(timeoutSeconds);
-    const startedAt = clock.now();
-    let received = 0;
-    /** initial: `init` was emitted, the initial events are being delivered. */
-    let begun = false;
     let silenced: WatchSilenceError | undefined;
-    let iterator: AsyncIterator<WatchEvent<T>> | undefined;
-    let outcome: WatchOutcome;
-    let failure: unknown;
     // The silence timer runs only while the watcher waits for the stream (not while the consumer holds an
     // event). One timer per watch, not per event: it is armed when a wait starts and none is pending, and
     // when it fires during a wait that began later than it was armed for, it re-arms for the rest.
@@ -319,8 +313,17 @@ export async function* watcher<T extends KubeObject>(
       silenced = new WatchSilenceError(silenceMs);
       ctrl.abort(silenced);
     });
+    // Stopped (by the caller, or found silent): no timer left behind even if the generator is never resumed.
+    ctrl.signal.addEventListener('abort', () => silence.stop(), { once: true });
     // One abort listener per watch (not per event) rejects the wait in progress.
     const waits = new AbortableWaits(ctrl.signal);
+    const startedAt = clock.now();
+    let received = 0;
+    /** initial: `init` was emitted, the initial events are being delivered. */
+    let begun = false;
+    let iterator: AsyncIterator<WatchEvent<T>> | undefined;
+    let outcome: WatchOutcome;
+    let failure: unknown;
     try {
       iterator = client
         .watch(resource, {

@@ -8,7 +8,9 @@
  * `object.metadata.managedFields` of the event is cut, found by
  * walking the keys of the event, then of its object, then of its metadata (strings skipped whole, so a
  * key or value elsewhere that spells "managedFields" is never touched). Anything unexpected (not an
- * object, no such field, malformed text) leaves the text as it is, for JSON.parse to judge.
+ * object, no such field, malformed text around it) leaves the text as it is, for JSON.parse to judge; the
+ * inside of the array is only bracket-matched, so a malformed value inside it (which the API server never
+ * sends) goes with it unnoticed.
  */
 
 const QUOTE = 0x22;
@@ -34,15 +36,17 @@ export function withoutManagedFields(line: string): string {
   if (fields === undefined || line.charCodeAt(fields.value) !== OPEN_BRACKET) return line;
   const end = skipValue(line, fields.value);
   if (end === -1) return line;
-  // Remove the member and one comma next to it: the one after it, else the one before it.
+  // Remove the member and one comma next to it: the one after it (another member follows), else the one
+  // before it (it ends the object). Anything else after it is malformed: JSON.parse shall say so.
   let from = fields.key;
   let to = skipSpace(line, end);
-  if (line.charCodeAt(to) === COMMA) to++;
-  else {
+  const next = line.charCodeAt(to);
+  if (next === COMMA && line.charCodeAt(skipSpace(line, to + 1)) === QUOTE) to++;
+  else if (next === CLOSE_BRACE) {
     const before = skipSpaceBack(line, from - 1);
     if (line.charCodeAt(before) === COMMA) from = before;
-    else to = end;
-  }
+    to = end;
+  } else return line;
   return line.slice(0, from) + line.slice(to);
 }
 

@@ -532,6 +532,63 @@ describe('watcher', () => {
     await after;
   });
 
+  it('times silence by the monotonic clock: a wall-clock step forward does not declare a healthy watch dead', async () => {
+    // The real default clock, and Date.now() stepping 10 s ahead (NTP, a resumed VM) during a wait.
+    const client = new ScriptedClient();
+    const ac = new AbortController();
+    cleanups.push(() => ac.abort());
+    let silentAt: number | undefined;
+    const gen = watcher(client, ConfigMaps, {
+      signal: ac.signal,
+      watchList: false,
+      silenceTimeoutMs: 1000,
+      onError: (err) => {
+        if (err instanceof WatchSilenceError) silentAt ??= performance.now();
+      },
+    });
+    client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(gen, 2);
+    const next = take(gen, 1, 5000);
+    const w = await client.nextWatch();
+    await new Promise((r) => setTimeout(r, 300));
+    w.push({ type: 'ADDED', object: cm('a', '11') });
+    await next;
+    const waitFrom = performance.now();
+    const after = take(gen, 1, 5000).catch(() => []);
+    const realNow = Date.now;
+    cleanups.push(() => {
+      Date.now = realNow;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    Date.now = () => realNow() + 10_000;
+    const deadline = performance.now() + 5000;
+    while (silentAt === undefined && performance.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    Date.now = realNow;
+    assert.ok(silentAt !== undefined, 'a watch silent for 1 s is still found');
+    // Timers can only be late: never before the whole silence since the wait began.
+    assert.ok(
+      silentAt - waitFrom >= 990,
+      `declared silent ${Math.round(silentAt - waitFrom)} ms into the wait`,
+    );
+    ac.abort();
+    await after;
+  });
+
+  it('leaves no silence timer behind when aborted while the consumer holds an event', async () => {
+    const h = harness({ silenceTimeoutMs: 1000 });
+    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+    await take(h.gen, 2);
+    const next = take(h.gen, 1);
+    const w = await h.client.nextWatch();
+    w.push({ type: 'ADDED', object: cm('a', '11') });
+    await next;
+    // The generator is paused at its yield and is never resumed: the abort alone must clear the timer.
+    assert.equal(h.clock.pendingTimers(), 1);
+    h.ac.abort();
+    assert.equal(h.clock.pendingTimers(), 0);
+  });
+
   it('treats an immediate empty close as an error (backoff, no hot loop)', async () => {
     const h = harness();
     h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });

@@ -98,6 +98,10 @@ describe('withoutManagedFields', () => {
       '{"type":"ADDED","object":{"metadata":{"name":"a,"managedFields":[]}}}',
       '["managedFields",1]',
       '',
+      // malformed around it: a trailing comma, a missing comma
+      '{"type":"ADDED","object":{"metadata":{"managedFields":[],}}}',
+      '{"type":"ADDED","object":{"metadata":{"managedFields":[]"name":"a"}}}',
+      '{"type":"ADDED","object":{"metadata":{"name":"a","managedFields":[] 1}}}',
     ]) {
       assert.equal(withoutManagedFields(text), text, text);
     }

@@ -409,9 +409,8 @@ export async function* watcher<T extends KubeObject>(
       else [outcome, failure] = ['error', err];
     } finally {
       signal.removeEventListener('abort', onAbort);
-      silence.stop();
       waits.stop();
-      ctrl.abort();
+      ctrl.abort(); // also stops the silence timer (its abort listener)
       // Let a client-side generator run its cleanup; never wait for it or let it reject unhandled.
       try {
         Promise.resolve(iterator?.return?.()).catch(() => {});
@@ -457,7 +456,7 @@ export async function* watcher<T extends KubeObject>(
  * for the remainder (a per-event setTimeout/clearTimeout pair cost ~1 µs per event of a start-up's
  * thousands).
  */
-export class SilenceTimer {
+class SilenceTimer {
   readonly #clock: Clock;
   readonly #silenceMs: number;
   readonly #onSilence: () => void;

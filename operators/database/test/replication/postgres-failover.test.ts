@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   designateCommand,
@@ -18,7 +19,7 @@ import {
   slotName,
   stateCommand,
 } from '../../src/controllers/database/engines/index.ts';
-import { Cluster, type Instance, pgDatabase, type Record_, skipReason } from './pg-harness.ts';
+import { Cluster, type Instance, PG_BIN, pgDatabase, type Record_, skipReason } from './pg-harness.ts';
 
 describe('postgres: fence, promote, rejoin (the failover commands on real servers)', {
   skip: skipReason,
@@ -120,6 +121,25 @@ describe('postgres: fence, promote, rejoin (the failover commands on real server
   test('the former primary refuses to start while no primary is named, then rewinds and follows the new one', {
     timeout: 180_000,
   }, async () => {
+    // The operator fences a primary whose server is down (crashed, in back-off) through its sidecar; the
+    // kubelet may be starting the server at that very moment, with the designation that named it. A
+    // pg_controldata that writes the fence the first time the script calls it (after its first look at
+    // the designation): the script must not start a primary.
+    const designation = c.env(p0, record).DESIGNATION_FILE ?? '';
+    writeFileSync(designation, 'pay-0 2\n');
+    const shim = join(c.tmp, 'fence-while-starting');
+    c.mkdirOwned(shim);
+    c.writeOwned(
+      join(shim, 'pg_controldata'),
+      `#!/bin/sh\n[ -e "${shim}/done" ] || { printf 'none 3\\n' >"${designation}"; : >"${shim}/done"; }\nexec "${PG_BIN}/pg_controldata" "$@"\n`,
+      0o755,
+    );
+    await assert.rejects(
+      c.start(p0, record, { PATH: `${shim}:${PG_BIN}:/usr/local/bin:/usr/bin:/bin` }),
+      /the designation changed to none \(epoch 3\) while pay-0 was starting as the primary/,
+    );
+    assert.equal(c.report(p0).result, 'fenced');
+
     const refused = await c.startRefused(p0, record, { PRIMARY_POD: 'none', FENCE_WAIT_SECONDS: '2' });
     assert.notEqual(refused.code, 0);
     assert.equal(c.report(p0).result, 'fenced');

@@ -451,6 +451,69 @@ describe('the failover procedure', () => {
     assert.equal(stored().status?.failover?.reason, 'PrimaryNotReady');
   });
 
+  describe("the primary's server container down (crashed, in back-off), its sidecar running", () => {
+    // Found on two real nodes: the status said the server was not running, so the fence counted as done
+    // and a replica was promoted; the kubelet restarted the server at that moment, with the designation
+    // that named it, and two instances were out of recovery until its sidecar saw the Lease.
+    const crashed = (): Pod => {
+      const p = pod('orders-0', { role: 'primary', ready: false });
+      return {
+        ...p,
+        spec: { ...p.spec, containers: [...(p.spec?.containers ?? []), { name: 'credentials' }] },
+        status: {
+          ...p.status,
+          containerStatuses: [
+            {
+              name: 'postgres',
+              image: 'postgres:16',
+              imageID: '',
+              ready: false,
+              restartCount: 3,
+              state: { waiting: { reason: 'CrashLoopBackOff' } },
+            },
+            {
+              name: 'credentials',
+              image: 'postgres:16',
+              imageID: '',
+              ready: true,
+              restartCount: 0,
+              state: { running: {} },
+            },
+          ],
+        },
+      } as Pod;
+    };
+    beforeEach(async () => {
+      await setup({ failoverDelay: 10 });
+      inst.states.delete('orders-0');
+      client.setStored(Pods, crashed());
+      client.setStored(Pods, pod('orders-1', { role: 'replica' }));
+      client.setStored(Pods, pod('orders-2', { role: 'replica' }));
+    });
+    const sidecarFences = () =>
+      inst.exec.calls.filter((c) => c.name === 'orders-0' && /echo fenced/.test(c.command[2] ?? ''));
+
+    test('fenced through its sidecar (designation none) before a replica is promoted', async () => {
+      for (let i = 0; i < 4 && stored().status?.failover?.phase !== 'Rejoining'; i++) await reconcile();
+      assert.equal(stored().status?.failover?.phase, 'Rejoining');
+      const fences = sidecarFences();
+      assert.equal(fences.length, 1, inst.ran().join());
+      assert.equal(fences[0]?.container, 'credentials');
+      assert.ok(
+        inst.exec.calls.indexOf(fences[0] as never) < inst.ran().indexOf('orders-2: promote'),
+        inst.ran().join(),
+      );
+    });
+
+    test('its sidecar fails the fence: no replica is promoted', async () => {
+      inst.exec.on({ pod: 'orders-0', container: 'credentials' }, { exitCode: 1, stderr: 'mv: read-only' });
+      for (let i = 0; i < 4; i++) await reconcile();
+      assert.equal(stored().status?.failover?.phase, 'Fencing');
+      assert.ok(!inst.ran().some((r) => r.endsWith('promote')), inst.ran().join());
+      assert.ok(sidecarFences().length >= 1);
+    });
+  });
+
   test('a new Database (it never ran): no failover while its primary is not ready yet', async () => {
     await setup({}, { phase: 'Provisioning', readyReplicas: 0 });
     client.setStored(Pods, pod('orders-0', { role: 'primary', ready: false }));

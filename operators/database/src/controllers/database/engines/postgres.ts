@@ -29,6 +29,7 @@ import {
   VOLUMES,
 } from '../desired/names.ts';
 import { MiB, parseQuantity } from '../desired/quantity.ts';
+import { SERVER_CONTAINER, SIDECAR_CONTAINER } from '../failover/decide.ts';
 import {
   configEnv,
   execProbe,
@@ -400,7 +401,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
     securityContext: ctx.securityContext,
   };
   const server = {
-    name: 'postgres',
+    name: SERVER_CONTAINER,
     image: ctx.image,
     command: ['sh', instance, 'start'],
     ports: [{ name: 'postgres', containerPort: POSTGRES_PORT, protocol: 'TCP' }],
@@ -416,7 +417,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
   // Applies password changes from the Secret (SCRAM verifiers) and keeps the passfile current; renews
   // the primary lease beside it (lease.sh, in the background), or fences the instance.
   const credentials = {
-    name: 'credentials',
+    name: SIDECAR_CONTAINER,
     image: ctx.image,
     command: [
       'sh',

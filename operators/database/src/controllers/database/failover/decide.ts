@@ -44,6 +44,11 @@ export type FailoverReason = (typeof FAILOVER_REASONS)[keyof typeof FAILOVER_REA
 
 /** The server container's name in the pod (engines/postgres.ts). */
 export const SERVER_CONTAINER = 'postgres';
+/**
+ * The sidecar's name (engines/postgres.ts): it shares the pod's in-memory `run` volume (the designation
+ * file), the data volume and the process namespace with the server, so it can fence the server too.
+ */
+export const SIDECAR_CONTAINER = 'credentials';
 
 type ContainerStatus = NonNullable<NonNullable<Pod['status']>['containerStatuses']>[number];
 
@@ -77,6 +82,11 @@ export function nodeReady(node: Node | undefined): { ready: boolean; since: numb
 /** The server container runs (it may be starting or not ready). */
 export function serverRunning(pod: Pod): boolean {
   return Boolean(serverStatus(pod)?.state?.running);
+}
+
+/** The sidecar runs. */
+export function sidecarRunning(pod: Pod): boolean {
+  return Boolean(pod.status?.containerStatuses?.find((c) => c.name === SIDECAR_CONTAINER)?.state?.running);
 }
 
 /** The server container (or the bootstrap init container) is crash-looping. */

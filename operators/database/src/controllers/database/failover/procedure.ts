@@ -12,8 +12,10 @@
  *   Fencing    once the ConfigMap says `none` and no pod carries role=primary: the former primary is
  *              stopped (pods/exec: its designation file says `none`, then `pg_ctl stop -m fast`, which
  *              sends the remaining WAL to the connected standbys). Confirmed when that succeeded, or its
- *              pod or server container is gone, or, when exec cannot reach it (a dead kubelet; not even
- *              tried on a node whose kubelet is silent, node-heartbeat.ts), its sidecar acknowledged its
+ *              pod is gone, or, its server container being down, the same fence succeeded through its
+ *              sidecar (a server the kubelet starts again then waits for a designation), or, when exec
+ *              cannot reach it (a dead kubelet; not even tried on a node whose kubelet is silent,
+ *              node-heartbeat.ts), its sidecar acknowledged its
  *              fence on the Lease whose holder the start cleared, or that Lease has been silent for
  *              LEASE + MARGIN (lease.ts), or its node has been NotReady for failoverDelay (then it
  *              cannot be reached: the kubelet on that node took it out of the Services, and should it come
@@ -79,7 +81,9 @@ import {
   nodeReady,
   position,
   SERVER_CONTAINER,
+  SIDECAR_CONTAINER,
   serverRunning,
+  sidecarRunning,
   timeOf,
 } from './decide.ts';
 import { fencedByLease, primaryLeaseState } from './lease.ts';
@@ -183,11 +187,16 @@ class Procedure {
     if (result.changed) this.db = withTypeMeta(Databases.resource, result.object as Database);
   }
 
-  async exec(pod: string, command: readonly string[], timeoutMs = EXEC_TIMEOUT_MS) {
+  async exec(
+    pod: string,
+    command: readonly string[],
+    timeoutMs = EXEC_TIMEOUT_MS,
+    container = SERVER_CONTAINER,
+  ) {
     return this.ctx.exec.exec(
       { namespace: this.ns, name: pod },
       {
-        container: SERVER_CONTAINER,
+        container,
         command,
         timeoutMs,
         ...(this.ctx.signal ? { signal: this.ctx.signal } : {}),
@@ -371,26 +380,59 @@ class Procedure {
     return cm === FENCED_PRIMARY && !labelled;
   }
 
-  /** Stops the former primary; true once it is fenced. */
+  /**
+   * Stops the former primary; true once it is fenced. A server container that is not running (crashed,
+   * in CrashLoopBackOff) is not fenced by that alone: the kubelet may be starting it again right now,
+   * with the designation it had (the cached pod status lags), and it would come back as a writable
+   * primary beside the one promoted next. So the fence (the designation `none`, then a fast shutdown if
+   * a server runs) goes through the sidecar, which shares the designation file and the process
+   * namespace: a server that starts later waits for a new designation (instance.sh).
+   */
   async fence(from: string): Promise<{ fenced: boolean; why: string; retryMs?: number }> {
     const pod = this.pod(from);
     if (!pod) return { fenced: true, why: `${from}'s pod is gone` };
-    if (!serverRunning(pod)) return { fenced: true, why: `${from}'s server container is not running` };
     const node = pod.spec?.nodeName ?? '';
     if (this.silentNodes().has(node)) {
       // Its kubelet is silent: exec would fail (or hang until its timeout) without reaching it. Only the
       // Lease is read: look again every second for the sidecar's acknowledgement.
       return this.fenceUnreachable(from, pod, `the kubelet of its node ${node} is silent`, STEP_MS);
     }
+    let why = `${from}'s server container is not running`;
+    if (serverRunning(pod)) {
+      try {
+        const r = await this.exec(from, fenceCommand(this.epoch));
+        if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
+        return {
+          fenced: false,
+          why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
+        };
+      } catch (err) {
+        why = err instanceof Error ? err.message : String(err);
+      }
+    }
     try {
-      const r = await this.exec(from, fenceCommand(this.epoch));
-      if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
+      const r = await this.exec(from, fenceCommand(this.epoch), EXEC_TIMEOUT_MS, SIDECAR_CONTAINER);
+      if (r.exitCode === 0) {
+        return {
+          fenced: true,
+          why: `${from} fenced through its sidecar (${why}): it waits for a designation`,
+        };
+      }
       return {
         fenced: false,
-        why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
+        why: `fencing ${from} through its sidecar failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
       };
     } catch (err) {
-      return this.fenceUnreachable(from, pod, err instanceof Error ? err.message : String(err));
+      // Neither container answers: a pod whose containers are all down starts them with the ConfigMap's
+      // `none` (the fence began once the ConfigMap said so); a running server is the Lease's to fence.
+      if (!serverRunning(pod) && !sidecarRunning(pod)) {
+        return { fenced: true, why: `${from}'s containers are not running` };
+      }
+      return this.fenceUnreachable(
+        from,
+        pod,
+        `${why}; its sidecar: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
   }
 

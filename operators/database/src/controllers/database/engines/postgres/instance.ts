@@ -407,6 +407,16 @@ fi
 report "$result" "$note"
 log "$POD_NAME ($role): $result"
 if [ "$mode" = bootstrap ]; then exit 0; fi
+# The last look before a primary starts: a fence written while this script ran (the operator's, through
+# the sidecar, when it found the server down) names none or another pod, and wins: no server, and the
+# next start (the kubelet's) waits for the designation. postgres writes its postmaster.pid at once, so a
+# fence after this line finds it running and stops it.
+if [ "$role" = primary ]; then
+  set -- $(designation)
+  if [ -n "\${1:-}" ] && [ "$1" != "$POD_NAME" ]; then
+    refuse ${R.fenced} "the designation changed to $1 (epoch \${2:-0}) while $POD_NAME was starting as the primary: not starting; the next start follows the designation"
+  fi
+fi
 if [ "$role" = replica ]; then
   exec postgres -D "$PGDATA" -c "config_file=$CONFIG_FILE" -c "primary_conninfo=$(conninfo)" \\
     -c "primary_slot_name=$slot"

@@ -30,7 +30,12 @@ import {
 } from '@opkit/runtime';
 import { FakeClient, internalError, invalidError, notFoundError } from '@opkit/runtime/testing';
 import { type Database, Databases, LABEL_MANAGED_BY, MANAGED_BY } from '../../src/api/v1/database.ts';
-import { FINALIZER, type ReconcilerDeps, reconcileDatabase } from '../../src/controllers/database/index.ts';
+import {
+  databaseReconciler,
+  FINALIZER,
+  type ReconcilerDeps,
+  reconcileDatabase,
+} from '../../src/controllers/database/index.ts';
 import { FakeRecorder, managedOnlyReader, PASSWORD_KEYS } from './fixtures.ts';
 
 const NS = 'ns';
@@ -187,6 +192,46 @@ describe('reconcileDatabase', () => {
       [`${NAME}-1`],
     );
     assert.equal(role(1), 'replica');
+  });
+
+  it('a cache that has not seen its own label patches yet: no second patch, no second RoleAssigned', async () => {
+    // Found in the e2e benchmark: a reconcile woken by another event of a starting pod read the pods from
+    // a cache without the label patch just made, patched again and recorded RoleAssigned twice.
+    await client.create(Databases.resource, database());
+    await reconcile();
+    simulateReady();
+    const before = (await client.list(Pods, { namespace: NS })).items;
+    const inner = deps.reader;
+    let lagging = true;
+    const reconciler = databaseReconciler({
+      ...deps,
+      reader: {
+        get: (res, k) => inner.get(res, k),
+        list: async (res, opts) =>
+          lagging && res.plural === 'pods' ? (structuredClone(before) as never) : inner.list(res, opts),
+      },
+    });
+    client.clearActions();
+    await reconciler(KEY, ctx as Parameters<typeof reconciler>[1]);
+    assert.equal(client.writes({ resource: Pods }).length, 3);
+    await reconciler(KEY, ctx as Parameters<typeof reconciler>[1]);
+    assert.equal(client.writes({ resource: Pods }).length, 3, 'no second label patch');
+    assert.equal(recorder.events.filter((e) => e.reason === 'RoleAssigned').length, 1);
+    // The cache catches up: nothing more either, and the memory lets go of what the cache now has.
+    lagging = false;
+    await reconciler(KEY, ctx as Parameters<typeof reconciler>[1]);
+    assert.equal(client.writes({ resource: Pods }).length, 3);
+    // Someone flips a label afterwards: patched back (the memory does not hide a newer version).
+    const pod1 = client.getStored(Pods, { namespace: NS, name: `${NAME}-1` }) as Pod;
+    client.setStored(Pods, {
+      ...pod1,
+      metadata: {
+        ...pod1.metadata,
+        labels: { ...pod1.metadata.labels, 'myapp.example.com/role': 'primary' },
+      },
+    });
+    await reconciler(KEY, ctx as Parameters<typeof reconciler>[1]);
+    assert.equal(client.writes({ resource: Pods }).length, 4);
   });
 
   it('never regenerates the Secret: present keys are untouched, missing keys are added', async () => {

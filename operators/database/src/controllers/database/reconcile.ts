@@ -68,6 +68,8 @@ import { selectorString } from './desired/labels.ts';
 import { ChildError } from './errors.ts';
 import { instanceEvents, instanceStatuses } from './instances.ts';
 import { pollReplication } from './replication-poll.ts';
+import { newerResourceVersion } from './resource-version.ts';
+import { RoleLabelMemory } from './roles.ts';
 import { allInOrder, Run } from './run.ts';
 import { computeStatus, type Failure, type Observed } from './status.ts';
 import { observeAfterFailure, observeCluster } from './steps/cluster.ts';
@@ -97,15 +99,11 @@ interface Written {
   status: DatabaseStatus | undefined;
 }
 
-function newer(a: string | undefined, b: string | undefined): boolean {
-  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
-  return BigInt(a) > BigInt(b);
-}
-
 /** Builds the reconciler for the controller. */
 export function databaseReconciler(deps: ReconcilerDeps): Reconciler<Database> {
   const written = new Map<string, Written>();
-  return (req, ctx) => reconcileDatabase(deps, req, ctx, written);
+  const roleLabels = new RoleLabelMemory();
+  return (req, ctx) => reconcileDatabase(deps, req, ctx, written, roleLabels);
 }
 
 /** Reconciles one Database. Exported for unit tests (with a FakeClient and clientReader). */
@@ -114,17 +112,19 @@ export async function reconcileDatabase(
   req: ObjectKey,
   ctx: Pick<ReconcileContext, 'signal'> & { log?: Logger },
   written: Map<string, Written> = new Map(),
+  roleLabels: RoleLabelMemory = new RoleLabelMemory(),
 ): Promise<Result> {
   const key = `${req.namespace ?? ''}/${req.name}`;
   const found = await deps.reader.get(Databases.resource, req);
   if (!found) {
     written.delete(key);
+    roleLabels.forget(key);
     await deps.replication?.forget(req.namespace ?? '', req.name);
     return;
   }
   let db = withTypeMeta(Databases.resource, deepCopy(found) as Database);
   const memo = written.get(key);
-  if (memo && newer(memo.resourceVersion, db.metadata.resourceVersion)) {
+  if (memo && newerResourceVersion(memo.resourceVersion, db.metadata.resourceVersion)) {
     db = { ...db, status: deepCopy(memo.status) } as Database;
   }
   const { client } = deps;
@@ -210,7 +210,7 @@ export async function reconcileDatabase(
       // Claims created from an older (smaller) template, or expansion still in progress.
       await expandStorage(run, stsName, false);
     }
-    await labelRoles(run, stsName);
+    await labelRoles(run, stsName, roleLabels);
     await rollPods(run);
   } catch (err) {
     if (err instanceof ChildError && err.terminal) {
@@ -285,7 +285,7 @@ export async function reconcileDatabase(
   // hand the pods the record from before them (that would undo a fencing).
   const rv = run.db.metadata.resourceVersion;
   const seen = written.get(key);
-  if (rv && (!seen || newer(rv, seen.resourceVersion)))
+  if (rv && (!seen || newerResourceVersion(rv, seen.resourceVersion)))
     written.set(key, { resourceVersion: rv, status: run.db.status });
   if (failure) throw new TerminalError(failure.message);
   if (retry !== undefined) throw retry;

@@ -7,6 +7,7 @@
  */
 import { type Client, type Pod, Pods } from '@opkit/runtime';
 import { ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA, type Role } from '../../api/v1/database.ts';
+import { newerResourceVersion } from './resource-version.ts';
 
 export type { Role };
 
@@ -66,6 +67,8 @@ export async function syncRoleLabels(
   pods: readonly Pod[],
   signal?: AbortSignal,
   primary?: string | null,
+  /** Each pod as the patch returned it (RoleLabelMemory). */
+  onPatched?: (pod: Pod) => void,
 ): Promise<RoleChange[]> {
   const changes = roleChanges(statefulSetName, pods, primary);
   const done: RoleChange[] = [];
@@ -78,7 +81,13 @@ export async function syncRoleLabels(
       },
     };
     try {
-      await client.patch(Pods, { namespace, name: change.pod }, { type: 'merge', body }, { signal });
+      const patched = await client.patch(
+        Pods,
+        { namespace, name: change.pod },
+        { type: 'merge', body },
+        { signal },
+      );
+      onPatched?.(patched);
       done.push(change);
     } catch (err) {
       // The pod went away (or was replaced) since the cache saw it: its successor gets its own event.
@@ -88,4 +97,54 @@ export async function syncRoleLabels(
     }
   }
   return done;
+}
+
+/**
+ * The role labels this process set, per Database and pod uid, with the pod's resourceVersion after the
+ * patch. The cache may not have seen a patch when the next reconcile runs (another event of the pod
+ * came first): its pods are read through this memory, so the pod is not labelled, nor the Event
+ * recorded, a second time. An entry goes once the cache has that version (or the pod is gone).
+ */
+export class RoleLabelMemory {
+  readonly #byDatabase = new Map<
+    string,
+    Map<string, { resourceVersion: string; role: string | undefined }>
+  >();
+
+  remember(key: string, pod: Pod): void {
+    const uid = pod.metadata.uid;
+    const rv = pod.metadata.resourceVersion;
+    if (!uid || !rv) return;
+    let pods = this.#byDatabase.get(key);
+    if (!pods) this.#byDatabase.set(key, (pods = new Map()));
+    pods.set(uid, { resourceVersion: rv, role: pod.metadata.labels?.[ROLE_LABEL] });
+  }
+
+  /** The Database's pods as listed, with the labels set on versions the list does not have yet. */
+  apply(key: string, pods: readonly Pod[]): Pod[] {
+    const memo = this.#byDatabase.get(key);
+    if (!memo) return [...pods];
+    const listed = new Set<string>();
+    const out = pods.map((p) => {
+      const uid = p.metadata.uid ?? '';
+      listed.add(uid);
+      const m = memo.get(uid);
+      if (!m) return p;
+      if (!newerResourceVersion(m.resourceVersion, p.metadata.resourceVersion)) {
+        memo.delete(uid);
+        return p;
+      }
+      const labels = { ...(p.metadata.labels ?? {}) };
+      if (m.role === undefined) delete labels[ROLE_LABEL];
+      else labels[ROLE_LABEL] = m.role;
+      return { ...p, metadata: { ...p.metadata, labels } } as Pod;
+    });
+    for (const uid of memo.keys()) if (!listed.has(uid)) memo.delete(uid);
+    if (memo.size === 0) this.#byDatabase.delete(key);
+    return out;
+  }
+
+  forget(key: string): void {
+    this.#byDatabase.delete(key);
+  }
 }

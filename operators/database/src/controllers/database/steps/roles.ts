@@ -2,14 +2,15 @@
 import { deepCopy, type Pod, Pods } from '@opkit/runtime';
 import { ROLE_LABEL } from '../../../api/v1/database.ts';
 import { selectorString } from '../desired/labels.ts';
-import { syncRoleLabels } from '../roles.ts';
+import { type RoleLabelMemory, syncRoleLabels } from '../roles.ts';
 import type { Run } from '../run.ts';
 
-export async function labelRoles(run: Run, stsName: string): Promise<void> {
-  run.pods = await run.deps.reader.list(Pods, {
-    namespace: run.ns,
-    labelSelector: selectorString(run.spec),
-  });
+export async function labelRoles(run: Run, stsName: string, memory: RoleLabelMemory): Promise<void> {
+  const key = `${run.ns}/${run.db.metadata.name ?? ''}`;
+  run.pods = memory.apply(
+    key,
+    await run.deps.reader.list(Pods, { namespace: run.ns, labelSelector: selectorString(run.spec) }),
+  );
   const changes = await run.step('Pod', stsName, () =>
     syncRoleLabels(
       run.client,
@@ -18,6 +19,7 @@ export async function labelRoles(run: Run, stsName: string): Promise<void> {
       run.pods,
       run.signal,
       run.cluster?.record.fenced ? null : run.cluster?.record.primary,
+      (pod) => memory.remember(key, pod),
     ),
   );
   if (changes.length > 0) {

@@ -345,6 +345,8 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.List(ctx, pods, client.InNamespace(db.Namespace), client.MatchingLabels(d.selectorLabels())); err != nil {
 		return ctrl.Result{}, err
 	}
+	// As opkit: one RoleAssigned Event per reconcile that changed labels, naming each change.
+	var assigned []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		ord, ok := podOrdinal(d.names.statefulSet, p.Name)
@@ -355,13 +357,24 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if (targetPrimary == "" && ord == 0) || p.Name == targetPrimary {
 			role = "primary"
 		}
-		if p.Labels[labelRole] != role {
+		if was := p.Labels[labelRole]; was != role {
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Labels = mergeMap(p.Labels, map[string]string{labelRole: role})
-			if err := r.Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
+			err := r.Patch(ctx, p, patch)
+			if client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, err
 			}
+			if err == nil {
+				note := p.Name + " is " + role
+				if was != "" {
+					note += " (was " + was + ")"
+				}
+				assigned = append(assigned, note)
+			}
 		}
+	}
+	if len(assigned) > 0 {
+		r.event(db, nil, corev1.EventTypeNormal, "RoleAssigned", "Label", "%s", strings.Join(assigned, ", "))
 	}
 
 	// Status from the real children, written only when it changed.
@@ -378,6 +391,10 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		o.instances = instanceStatuses(d.names.statefulSet, replicasOf(db), targetPrimary, pods.Items)
 	}
 	status := computeStatus(db, o)
+	// As opkit: InstanceReady / InstanceNotReady from the previous status.instances to the new one.
+	for _, e := range instanceEvents(db.Status.Instances, status.Instances, targetPrimary) {
+		r.event(db, nil, e.typ, e.reason, "Observe", "%s", e.note)
+	}
 	if !equality.Semantic.DeepEqual(status, db.Status) {
 		patch := client.MergeFrom(db.DeepCopy())
 		db.Status = status

@@ -141,3 +141,33 @@ func describeNotReady(instances []InstanceStatus) string {
 	}
 	return strings.Join(down, "; ")
 }
+
+type instanceEvent struct{ typ, reason, note string }
+
+// instanceEvents: a port of opkit's instanceEvents (instances.ts) without the start results (the peer
+// reads no instance reports): InstanceNotReady when a ready instance stops being ready, InstanceReady
+// when it is again.
+func instanceEvents(prev, next []InstanceStatus, primary string) []instanceEvent {
+	before := make(map[string]InstanceStatus, len(prev))
+	for _, i := range prev {
+		before[i.Name] = i
+	}
+	var out []instanceEvent
+	for _, n := range next {
+		p, ok := before[n.Name]
+		if !ok {
+			continue
+		}
+		if p.Ready && !n.Ready {
+			out = append(out, instanceEvent{corev1.EventTypeWarning, "InstanceNotReady",
+				fmt.Sprintf("%s (%s) is not ready: %s: %s", n.Name, n.Role, n.Reason, n.Message)})
+		} else if !p.Ready && n.Ready {
+			note := n.Name + " (primary) is ready"
+			if n.Role == "replica" {
+				note = fmt.Sprintf("%s (replica) is ready: streaming from the primary %s", n.Name, primary)
+			}
+			out = append(out, instanceEvent{corev1.EventTypeNormal, "InstanceReady", note})
+		}
+	}
+	return out
+}

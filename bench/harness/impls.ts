@@ -15,7 +15,7 @@ import { MeasuredProcess } from './proc.ts';
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
 export const GO_PEER_DIR = join(REPO_ROOT, 'bench', 'operators', 'controller-runtime');
 export const CLIENT_NODE_PEER = join(REPO_ROOT, 'bench', 'operators', 'client-node', 'main.ts');
-export const OPKIT_MAIN = join(REPO_ROOT, 'operators', 'database', 'src', 'main.ts');
+const OPKIT_DIR = join(REPO_ROOT, 'operators', 'database');
 
 export type OperatorImpl = 'opkit' | 'controller-runtime' | 'client-node';
 
@@ -43,6 +43,17 @@ export const OPKIT_DOCKERFILE = join(REPO_ROOT, 'operators', 'database', 'Docker
  * ENTRYPOINT), so that the benchmark runs opkit as it is deployed.
  */
 export function deployedNodeFlags(dockerfile = OPKIT_DOCKERFILE): string[] {
+  const { argv, script } = deployedEntrypoint(dockerfile);
+  return argv.slice(1, script);
+}
+
+/** The script the image runs (the ENTRYPOINT's, relative to operators/database): src/main.ts or dist/main.js. */
+export function deployedScript(dockerfile = OPKIT_DOCKERFILE): string {
+  const { argv, script } = deployedEntrypoint(dockerfile);
+  return argv[script] as string;
+}
+
+function deployedEntrypoint(dockerfile: string): { argv: string[]; script: number } {
   const line = readFileSync(dockerfile, 'utf8')
     .split('\n')
     .find((l) => l.startsWith('ENTRYPOINT '));
@@ -50,7 +61,27 @@ export function deployedNodeFlags(dockerfile = OPKIT_DOCKERFILE): string[] {
   const argv = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[];
   const script = argv.findIndex((a) => a.endsWith('.ts') || a.endsWith('.js'));
   if (argv[0] !== 'node' || script < 1) throw new Error(`unexpected ENTRYPOINT in ${dockerfile}: ${line}`);
-  return argv.slice(1, script);
+  return { argv, script };
+}
+
+/**
+ * The file the benchmark runs opkit from: what the image runs. A bundle (dist/, not in git) is built
+ * first with the image's own step (`npm run bundle -w operators/database`), once per process.
+ */
+let opkitMainPath: string | undefined;
+export function opkitMain(log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): string {
+  if (opkitMainPath) return opkitMainPath;
+  const script = deployedScript();
+  const path = join(OPKIT_DIR, script);
+  if (script.startsWith('dist/')) {
+    log(`opkit: npm run bundle -w operators/database (the image runs ${script})`);
+    execFileSync('npm', ['run', '-s', 'bundle', '-w', 'operators/database'], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  }
+  opkitMainPath = path;
+  return path;
 }
 
 /** The `ENV NAME=value` settings of the operator's image (one per line, as its Dockerfile writes them). */
@@ -77,7 +108,7 @@ export function warmCompileCache(
   // With the flags opkit will run with: V8's flags are part of the cache's key.
   execFileSync(
     process.execPath,
-    [...nodeFlags, '--input-type=module', '-e', `await import(${JSON.stringify(OPKIT_MAIN)})`],
+    [...nodeFlags, '--input-type=module', '-e', `await import(${JSON.stringify(opkitMain())})`],
     {
       env,
       stdio: 'ignore',
@@ -155,7 +186,7 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
       args = [
         ...(opts.opkitNodeFlags ?? deployedNodeFlags()),
         ...nodeFlags,
-        OPKIT_MAIN,
+        opkitMain(),
         ...common,
         ...resync,
       ];

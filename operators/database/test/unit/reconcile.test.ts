@@ -106,6 +106,15 @@ describe('reconcileDatabase', () => {
     }
   }
 
+  /** Someone else sets a pod's role label (a newer version of the pod in the store). */
+  function flipRole(name: string, role: string): void {
+    const pod = client.getStored(Pods, { namespace: NS, name }) as Pod;
+    client.setStored(Pods, {
+      ...pod,
+      metadata: { ...pod.metadata, labels: { ...pod.metadata.labels, 'myapp.example.com/role': role } },
+    });
+  }
+
   beforeEach(() => {
     client = new FakeClient({ statusSubresource: [Databases.resource] });
     recorder = new FakeRecorder();
@@ -177,14 +186,7 @@ describe('reconcileDatabase', () => {
     assert.deepEqual([0, 1, 2].map(role), ['primary', 'replica', 'replica']);
     assert.equal(client.writes({ resource: Pods }).length, 3);
     // Someone flips a label: only that pod is patched back.
-    const pod1 = client.getStored(Pods, { namespace: NS, name: `${NAME}-1` }) as Pod;
-    client.setStored(Pods, {
-      ...pod1,
-      metadata: {
-        ...pod1.metadata,
-        labels: { ...pod1.metadata.labels, 'myapp.example.com/role': 'primary' },
-      },
-    });
+    flipRole(`${NAME}-1`, 'primary');
     client.clearActions();
     await reconcile();
     assert.deepEqual(
@@ -222,14 +224,7 @@ describe('reconcileDatabase', () => {
     await reconciler(KEY, ctx as Parameters<typeof reconciler>[1]);
     assert.equal(client.writes({ resource: Pods }).length, 3);
     // Someone flips a label afterwards: patched back (the memory does not hide a newer version).
-    const pod1 = client.getStored(Pods, { namespace: NS, name: `${NAME}-1` }) as Pod;
-    client.setStored(Pods, {
-      ...pod1,
-      metadata: {
-        ...pod1.metadata,
-        labels: { ...pod1.metadata.labels, 'myapp.example.com/role': 'primary' },
-      },
-    });
+    flipRole(`${NAME}-1`, 'primary');
     await reconciler(KEY, ctx as Parameters<typeof reconciler>[1]);
     assert.equal(client.writes({ resource: Pods }).length, 4);
   });

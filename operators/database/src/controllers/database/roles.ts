@@ -116,7 +116,10 @@ export class RoleLabelMemory {
     const rv = pod.metadata.resourceVersion;
     if (!uid || !rv) return;
     let pods = this.#byDatabase.get(key);
-    if (!pods) this.#byDatabase.set(key, (pods = new Map()));
+    if (!pods) {
+      pods = new Map();
+      this.#byDatabase.set(key, pods);
+    }
     pods.set(uid, { resourceVersion: rv, role: pod.metadata.labels?.[ROLE_LABEL] });
   }
 

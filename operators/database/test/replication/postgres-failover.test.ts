@@ -85,6 +85,19 @@ describe('postgres: fence, promote, rejoin (the failover commands on real server
     // Commits acknowledged up to the last one, then the fence (no time for the standbys to catch up).
     const w = await c.asApp(p0, 'INSERT INTO t SELECT g FROM generate_series(1, 5000) g');
     assert.equal(w.code, 0, w.stderr);
+    // A fence that cannot write the designation, or cannot tell whether a server runs, is no fence: the
+    // procedure would promote a replica on its word.
+    const [shell, ...args] = fenceCommand(3);
+    const noFile = await c.run(shell ?? 'sh', args, {
+      ...c.env(p0, record),
+      DESIGNATION_FILE: '/proc/opkit/primary',
+    });
+    assert.notEqual(noFile.code, 0);
+    assert.doesNotMatch(noFile.stdout, /fenced/);
+    assert.match(noFile.stderr, /writing the designation none failed/);
+    const noData = await c.run(shell ?? 'sh', args, { ...c.env(p0, record), PGDATA: join(c.tmp, 'none') });
+    assert.notEqual(noData.code, 0);
+    assert.match(noData.stderr, /pg_ctl status cannot tell whether a server runs/);
     const fence = await c.exec(p0, record, fenceCommand(3));
     assert.equal(fence.code, 0, fence.stderr);
     assert.equal(fence.stdout.trim(), 'fenced');

@@ -314,6 +314,8 @@ describe('the failover procedure', () => {
     }
     assert.equal(stored().status?.failover?.phase, 'Rejoining');
     assert.equal(stored().status?.failover?.reason, 'PrimaryNodeNotReady');
+    // A node that does not answer is the Lease's or NotReady's to fence: no second exec to its sidecar.
+    assert.ok(!inst.exec.calls.some((c) => c.container === 'credentials'), inst.ran().join());
     await reconcile();
     const st = stored().status;
     assert.equal(st?.failover, undefined, `done, not waiting for orders-0: ${JSON.stringify(st?.failover)}`);
@@ -491,7 +493,10 @@ describe('the failover procedure', () => {
       client.setStored(Pods, pod('orders-2', { role: 'replica' }));
     });
     const sidecarFences = () =>
-      inst.exec.calls.filter((c) => c.name === 'orders-0' && /echo fenced/.test(c.command[2] ?? ''));
+      inst.exec.calls.filter(
+        (c) =>
+          c.name === 'orders-0' && c.container === 'credentials' && /echo fenced/.test(c.command[2] ?? ''),
+      );
 
     test('fenced through its sidecar (designation none) before a replica is promoted', async () => {
       for (let i = 0; i < 4 && stored().status?.failover?.phase !== 'Rejoining'; i++) await reconcile();

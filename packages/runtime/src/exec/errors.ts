@@ -57,7 +57,7 @@ export function execRbacHint(namespace: string): string {
 
 /** Messages of the API server and kubelet that mean the pod or container is not running. */
 const NOT_RUNNING =
-  /does not have a host assigned|container not found|is not running|completed pod|is waiting to start|ContainerCreating|PodInitializing/i;
+  /does not have a host assigned|container not found|is not running|completed pod|is waiting to start|ContainerCreating|PodInitializing|cannot exec in a (stopped|deleted) state|task [0-9a-f]+ not found/i;
 /** Messages of the API server when it cannot reach the pod's kubelet. */
 const NODE_UNREACHABLE =
   /error dialing backend|error sending request|dial tcp|connection refused|no route to host|i\/o timeout|connection reset/i;

@@ -181,6 +181,15 @@ describe('execErrorFromStatus', () => {
       'ns',
     );
     assert.ok(unreachable instanceof NodeUnreachableError);
+    // containerd's answers for a container whose process is gone (seen on real nodes: a server that was
+    // just stopped, a pod being deleted): not running, not an unknown server error.
+    for (const gone of [
+      'Internal error occurred: error executing command in container: failed to exec in container: failed to create exec "0610": cannot exec in a deleted state: unknown',
+      'Internal error occurred: error executing command in container: failed to exec in container: failed to create exec "98ea": task f373757cca26 not found: not found',
+      'Internal error occurred: error executing command in container: failed to exec in container: failed to create exec "1a2b": cannot exec in a stopped state: unknown',
+    ]) {
+      assert.ok(execErrorFromStatus(failure(500, gone), 0, 'ns') instanceof ContainerNotRunningError, gone);
+    }
     const http = execErrorFromStatus({ message: 'bad gateway' }, 502, 'ns');
     assert.ok(http instanceof ApiError);
     assert.equal(http.code, 502);

@@ -84,11 +84,6 @@ export function serverRunning(pod: Pod): boolean {
   return Boolean(serverStatus(pod)?.state?.running);
 }
 
-/** The sidecar runs. */
-export function sidecarRunning(pod: Pod): boolean {
-  return Boolean(pod.status?.containerStatuses?.find((c) => c.name === SIDECAR_CONTAINER)?.state?.running);
-}
-
 /** The server container (or the bootstrap init container) is crash-looping. */
 export function crashLooping(pod: Pod): boolean {
   const statuses = [

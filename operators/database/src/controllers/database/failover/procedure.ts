@@ -12,12 +12,13 @@
  *   Fencing    once the ConfigMap says `none` and no pod carries role=primary: the former primary is
  *              stopped (pods/exec: its designation file says `none`, then `pg_ctl stop -m fast`, which
  *              sends the remaining WAL to the connected standbys). Confirmed when that succeeded, or its
- *              pod is gone, or, its server container being down, the same fence succeeded through its
- *              sidecar (a server the kubelet starts again then waits for a designation), or, when exec
- *              cannot reach it (a dead kubelet; not even tried on a node whose kubelet is silent,
- *              node-heartbeat.ts), its sidecar acknowledged its
- *              fence on the Lease whose holder the start cleared, or that Lease has been silent for
- *              LEASE + MARGIN (lease.ts), or its node has been NotReady for failoverDelay (then it
+ *              pod is gone, or, its server container not running (the kubelet's answer to the exec, not
+ *              the cached status), the same fence succeeded through its sidecar (a server the kubelet
+ *              starts again then waits for a designation), or the kubelet says neither container runs
+ *              (they start with the ConfigMap's `none`), or, when exec cannot reach it (a dead kubelet;
+ *              not even tried on a node whose kubelet is silent, node-heartbeat.ts), its sidecar
+ *              acknowledged its fence on the Lease whose holder the start cleared, or that Lease has been
+ *              silent for LEASE + MARGIN (lease.ts), or its node has been NotReady for failoverDelay (then it
  *              cannot be reached: the kubelet on that node took it out of the Services, and should it come
  *              back it sees `none` and waits; its liveness fails while it acts as a primary that is not
  *              the designated one). Then each candidate replica is queried (WAL received, replayed,
@@ -38,6 +39,8 @@ import {
   type Client,
   ConfigMaps,
   ConflictError,
+  ContainerNotFoundError,
+  ContainerNotRunningError,
   type Logger,
   type Node,
   Nodes,
@@ -83,7 +86,6 @@ import {
   SERVER_CONTAINER,
   SIDECAR_CONTAINER,
   serverRunning,
-  sidecarRunning,
   timeOf,
 } from './decide.ts';
 import { fencedByLease, primaryLeaseState } from './lease.ts';
@@ -397,25 +399,27 @@ class Procedure {
       // Lease is read: look again every second for the sidecar's acknowledgement.
       return this.fenceUnreachable(from, pod, `the kubelet of its node ${node} is silent`, STEP_MS);
     }
-    let why = `${from}'s server container is not running`;
-    if (serverRunning(pod)) {
-      try {
-        const r = await this.exec(from, fenceCommand(this.epoch));
-        if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
-        return {
-          fenced: false,
-          why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
-        };
-      } catch (err) {
-        why = err instanceof Error ? err.message : String(err);
-      }
+    const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+    // The server container first, whatever the cached status says: its kubelet's answer is fresh.
+    let down: string;
+    try {
+      const r = await this.exec(from, fenceCommand(this.epoch));
+      if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
+      return {
+        fenced: false,
+        why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
+      };
+    } catch (err) {
+      // A node that does not answer, a timeout: the Lease's to fence, not the sidecar's (it would wait as long).
+      if (!(err instanceof ContainerNotRunningError)) return this.fenceUnreachable(from, pod, message(err));
+      down = message(err);
     }
     try {
       const r = await this.exec(from, fenceCommand(this.epoch), EXEC_TIMEOUT_MS, SIDECAR_CONTAINER);
       if (r.exitCode === 0) {
         return {
           fenced: true,
-          why: `${from} fenced through its sidecar (${why}): it waits for a designation`,
+          why: `${from} fenced through its sidecar (its server is not running: ${down}): it waits for a designation`,
         };
       }
       return {
@@ -423,16 +427,12 @@ class Procedure {
         why: `fencing ${from} through its sidecar failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
       };
     } catch (err) {
-      // Neither container answers: a pod whose containers are all down starts them with the ConfigMap's
-      // `none` (the fence began once the ConfigMap said so); a running server is the Lease's to fence.
-      if (!serverRunning(pod) && !sidecarRunning(pod)) {
-        return { fenced: true, why: `${from}'s containers are not running` };
+      // The kubelet says neither container runs (or the pod has no sidecar): they start again with the
+      // ConfigMap's `none` (the fence began once the ConfigMap said so).
+      if (err instanceof ContainerNotRunningError || err instanceof ContainerNotFoundError) {
+        return { fenced: true, why: `${from}'s containers are not running (${down}; ${message(err)})` };
       }
-      return this.fenceUnreachable(
-        from,
-        pod,
-        `${why}; its sidecar: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      return this.fenceUnreachable(from, pod, `${down}; its sidecar: ${message(err)}`);
     }
   }
 

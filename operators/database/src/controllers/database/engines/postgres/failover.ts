@@ -1,7 +1,7 @@
 /**
- * The commands the operator runs in a PostgreSQL pod's server container (through the API's pods/exec)
- * to fail over: fence the former primary, read each replica's WAL position, promote one, tell every pod
- * who the primary is now, restart the others so they follow it. Each is a `sh -c` script over the
+ * The commands the operator runs in a PostgreSQL pod's server container (the fence also in its sidecar),
+ * through the API's pods/exec, to fail over: fence the former primary, read each replica's WAL position,
+ * promote one, tell every pod who the primary is now, restart the others so they follow it. Each is a `sh -c` script over the
  * container's own environment (PGDATA, PGHOST = the socket directory, PGPORT, POSTGRES_USER) and is
  * idempotent, so a procedure resumed after an operator restart may run it again. The superuser is only
  * reachable over the local socket (peer authentication): no password, no network path.
@@ -35,15 +35,22 @@ const DESIGNATE = `designate() {
  * Fences the former primary: the designation becomes FENCED_PRIMARY (so health.sh fails readiness and a
  * restart waits instead of starting a primary), then a fast shutdown, which sends the remaining WAL to the
  * connected standbys and waits for them to confirm it (a switchover loses no acknowledged write).
- * Succeeds when the server is stopped, also when it was not running. Prints `fenced`.
+ * Succeeds (prints `fenced`) only when the designation was written and the server is stopped, also when it
+ * was not running (pg_ctl status 3); fails when either is not sure: the designation is the whole fence of a
+ * server that is down, and pg_ctl status 1 or 4 (a pid file being written, no data directory) says nothing.
+ * Run in the server container, or in the sidecar, which shares the designation file, the data volume and
+ * the process namespace (the procedure, when the server container is down).
  */
 export function fenceCommand(epoch: number): string[] {
   return sh(
     `${DESIGNATE}
-designate ${FENCED_PRIMARY} "$1"
-if pg_ctl status -D "$PGDATA" >/dev/null 2>&1; then
-  pg_ctl stop -D "$PGDATA" -m fast -w -t 50 >&2 || exit 1
-fi
+designate ${FENCED_PRIMARY} "$1" || { echo "writing the designation ${FENCED_PRIMARY} failed" >&2; exit 1; }
+pg_ctl status -D "$PGDATA" >/dev/null 2>&1
+case $? in
+  0) pg_ctl stop -D "$PGDATA" -m fast -w -t 50 >&2 || exit 1 ;;
+  3) ;;
+  *) echo "pg_ctl status cannot tell whether a server runs in $PGDATA" >&2; exit 1 ;;
+esac
 echo fenced`,
     String(epoch),
   );

@@ -409,8 +409,9 @@ log "$POD_NAME ($role): $result"
 if [ "$mode" = bootstrap ]; then exit 0; fi
 # The last look before a primary starts: a fence written while this script ran (the operator's, through
 # the sidecar, when it found the server down) names none or another pod, and wins: no server, and the
-# next start (the kubelet's) waits for the designation. postgres writes its postmaster.pid at once, so a
-# fence after this line finds it running and stops it.
+# next start (the kubelet's) waits for the designation. A fence after this line finds postgres running
+# once its postmaster.pid is written, and stops it; in the few milliseconds before that, the fence sees no
+# server, and the primary's sidecar fences it by the Lease (at its next pass, within 2 s).
 if [ "$role" = primary ]; then
   set -- $(designation)
   if [ -n "\${1:-}" ] && [ "$1" != "$POD_NAME" ]; then

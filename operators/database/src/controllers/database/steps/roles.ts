@@ -1,6 +1,5 @@
 /** The role labels on the pods (roles.ts decides), reflected in the run's pods at once. */
-import { deepCopy, type Pod, Pods } from '@opkit/runtime';
-import { ROLE_LABEL } from '../../../api/v1/database.ts';
+import { Pods } from '@opkit/runtime';
 import { selectorString } from '../desired/labels.ts';
 import { type RoleLabelMemory, syncRoleLabels } from '../roles.ts';
 import type { Run } from '../run.ts';
@@ -23,18 +22,8 @@ export async function labelRoles(run: Run, stsName: string, memory: RoleLabelMem
     ),
   );
   if (changes.length > 0) {
-    const byPod = new Map(changes.map((c) => [c.pod, c.to]));
-    // Reflect the labels we just set (the cache catches up with the watch event).
-    run.pods = run.pods.map((p) => {
-      const role = byPod.get(p.metadata.name ?? '');
-      if (!role) return p;
-      const copy = deepCopy(p) as Pod;
-      const labels = { ...(copy.metadata.labels ?? {}) };
-      if (role === 'none') delete labels[ROLE_LABEL];
-      else labels[ROLE_LABEL] = role;
-      copy.metadata.labels = labels;
-      return copy;
-    });
+    // Reflect the labels we just set (the cache catches up with the watch event): the memory has them.
+    run.pods = memory.apply(key, run.pods);
     run.normal(
       'RoleAssigned',
       'Label',

@@ -29,4 +29,5 @@ export * from './queue/index.ts';
 export * from './schema/index.ts';
 export { type Clock, FakeClock, realClock, sleep } from './util/clock.ts';
 export { parseDuration } from './util/duration.ts';
+export { messageOf } from './util/errors.ts';
 export { withTypeMeta } from './util/type-meta.ts';

@@ -99,6 +99,17 @@ function harness(
   return { client, clock, ac, errors, gen, bookmarks };
 }
 
+/** An empty list at resourceVersion 10, then one event on the watch, taken by the consumer: the watch. */
+async function oneEventTaken(h: Harness) {
+  h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
+  await take(h.gen, 2);
+  const next = take(h.gen, 1);
+  const w = await h.client.nextWatch();
+  w.push({ type: 'ADDED', object: cm('a', '11') });
+  await next;
+  return w;
+}
+
 describe('watcher', () => {
   it('lists (paginated, with selectors), then watches from the list resourceVersion with bookmarks', async () => {
     const h = harness({ pageSize: 2 });
@@ -493,12 +504,7 @@ describe('watcher', () => {
 
   it('does not count time the consumer spends on an event as silence', async () => {
     const h = harness({ silenceTimeoutMs: 1000 });
-    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
-    await take(h.gen, 2);
-    const next = take(h.gen, 1);
-    const w1 = await h.client.nextWatch();
-    w1.push({ type: 'ADDED', object: cm('a', '11') });
-    await next;
+    const w1 = await oneEventTaken(h);
     // The consumer is "busy" (does not call next()) for far longer than the silence timeout.
     await h.clock.advanceAsync(10_000);
     assert.equal(w1.signal?.aborted, false);
@@ -577,12 +583,7 @@ describe('watcher', () => {
 
   it('leaves no silence timer behind when aborted while the consumer holds an event', async () => {
     const h = harness({ silenceTimeoutMs: 1000 });
-    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
-    await take(h.gen, 2);
-    const next = take(h.gen, 1);
-    const w = await h.client.nextWatch();
-    w.push({ type: 'ADDED', object: cm('a', '11') });
-    await next;
+    await oneEventTaken(h);
     // The generator is paused at its yield and is never resumed: the abort alone must clear the timer.
     assert.equal(h.clock.pendingTimers(), 1);
     h.ac.abort();
@@ -635,12 +636,7 @@ describe('watcher', () => {
 
   it('closes the underlying watch when the consumer stops iterating', async () => {
     const h = harness();
-    h.client.queueList(ConfigMaps, { items: [], resourceVersion: '10' });
-    await take(h.gen, 2);
-    const next = take(h.gen, 1);
-    const w1 = await h.client.nextWatch();
-    w1.push({ type: 'ADDED', object: cm('a', '11') });
-    await next;
+    const w1 = await oneEventTaken(h);
     await h.gen.return(undefined);
     assert.equal(w1.signal?.aborted, true);
   });

@@ -42,6 +42,7 @@ import {
   ContainerNotFoundError,
   ContainerNotRunningError,
   type Logger,
+  messageOf,
   type Node,
   Nodes,
   NotFoundError,
@@ -399,7 +400,6 @@ class Procedure {
       // Lease is read: look again every second for the sidecar's acknowledgement.
       return this.fenceUnreachable(from, pod, `the kubelet of its node ${node} is silent`, STEP_MS);
     }
-    const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
     // The server container first, whatever the cached status says: its kubelet's answer is fresh.
     let down: string;
     try {
@@ -411,8 +411,8 @@ class Procedure {
       };
     } catch (err) {
       // A node that does not answer, a timeout: the Lease's to fence, not the sidecar's (it would wait as long).
-      if (!(err instanceof ContainerNotRunningError)) return this.fenceUnreachable(from, pod, message(err));
-      down = message(err);
+      if (!(err instanceof ContainerNotRunningError)) return this.fenceUnreachable(from, pod, messageOf(err));
+      down = messageOf(err);
     }
     try {
       const r = await this.exec(from, fenceCommand(this.epoch), EXEC_TIMEOUT_MS, SIDECAR_CONTAINER);
@@ -430,9 +430,9 @@ class Procedure {
       // The kubelet says neither container runs (or the pod has no sidecar): they start again with the
       // ConfigMap's `none` (the fence began once the ConfigMap said so).
       if (err instanceof ContainerNotRunningError || err instanceof ContainerNotFoundError) {
-        return { fenced: true, why: `${from}'s containers are not running (${down}; ${message(err)})` };
+        return { fenced: true, why: `${from}'s containers are not running (${down}; ${messageOf(err)})` };
       }
-      return this.fenceUnreachable(from, pod, `${down}; its sidecar: ${message(err)}`);
+      return this.fenceUnreachable(from, pod, `${down}; its sidecar: ${messageOf(err)}`);
     }
   }
 
@@ -576,10 +576,7 @@ class Procedure {
         .map(slotName);
       r = await this.exec(to, promoteCommand(to, epoch, slots));
     } catch (err) {
-      await this.note(
-        f,
-        `cannot reach ${to} to promote it: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      await this.note(f, `cannot reach ${to} to promote it: ${messageOf(err)}`);
       return this.done(true, RETRY_MS);
     }
     if (r.exitCode !== 0) {

@@ -65,6 +65,13 @@ export {
   type StoreOptions,
 } from './store.ts';
 export {
+  DEFAULT_STRING_POOL_MAX_CHARS,
+  DEFAULT_STRING_POOL_MIN_LENGTH,
+  StringPool,
+  type StringPoolOptions,
+  type StringPoolStats,
+} from './string-pool.ts';
+export {
   DEFAULT_PAGE_SIZE,
   ShortWatchError,
   type WatcherErrorContext,

@@ -2,7 +2,8 @@
  * The reflector: applies watcher events to a {@link Store} and tells listeners what really changed.
  *
  * - Every object goes through `transform` first (default: drop `metadata.managedFields`, which is
- *   large and which controllers never read), then is deep-frozen into the store.
+ *   large and which controllers never read), then is deep-frozen into the store. With the default
+ *   transform, long strings equal to one already stored share its copy (string-pool.ts).
  * - A (re)list is buffered from `init` to `initDone` (the store keeps serving the old state meanwhile),
  *   then swapped in with `store.replace()`, and only the differences are emitted: adds for new objects,
  *   updates for objects whose resourceVersion changed, deletes for objects that disappeared (an object
@@ -26,6 +27,7 @@ import { type Resource, resourceId } from '../api/resource.ts';
 import type { Client } from '../client/types.ts';
 import { deepFreezeJson } from '../util/freeze.ts';
 import { type DeepReadonly, deepFreeze, type IndexFunc, type ReadonlyStore, Store } from './store.ts';
+import { StringPool, type StringPoolOptions, type StringPoolStats } from './string-pool.ts';
 import { type WatcherErrorContext, type WatcherEvent, type WatcherOptions, watcher } from './watcher.ts';
 
 /** Receives change notifications. All objects are frozen: `structuredClone` them before mutating. */
@@ -117,6 +119,11 @@ export interface ReflectorOptions<T extends KubeObject>
   indexers?: Record<string, IndexFunc<T>>;
   /** Default {@link stripManagedFields}. Compose with it to keep that: `(o) => mine(stripManagedFields(o))`. */
   transform?: Transform<T>;
+  /**
+   * Equal long strings of stored objects share one copy (a {@link StringPool} per reflector, with these
+   * options); `false` keeps every object's own. Applies with the default transform only.
+   */
+  stringPool?: StringPoolOptions | false;
   /** Errors the watcher recovered from, plus transform and listener failures. */
   onError?: (err: unknown, ctx: ReflectorErrorContext) => void;
 }
@@ -129,6 +136,7 @@ export class Reflector<T extends KubeObject> {
   readonly #transform: Transform<T>;
   /** No transform of the user's: stored objects are JSON data (deepFreezeJson applies). */
   readonly #jsonData: boolean;
+  readonly #strings: StringPool | undefined;
   readonly #listeners = new Set<ResourceEventHandler<T>>();
   #pending: DeepReadonly<T>[] | undefined;
   #synced = false;
@@ -142,6 +150,13 @@ export class Reflector<T extends KubeObject> {
     this.#store = opts.store ?? new Store<T>({ indexers: opts.indexers ?? {} });
     this.#transform = opts.transform ?? stripManagedFields;
     this.#jsonData = this.#transform === stripManagedFields;
+    this.#strings =
+      this.#jsonData && opts.stringPool !== false ? new StringPool(opts.stringPool ?? {}) : undefined;
+  }
+
+  /** What sharing equal long strings saved (undefined without a pool: a user transform, or turned off). */
+  stringPoolStats(): StringPoolStats | undefined {
+    return this.#strings?.stats();
   }
 
   get store(): ReadonlyStore<T> {
@@ -199,6 +214,7 @@ export class Reflector<T extends KubeObject> {
         store: _store,
         indexers: _indexers,
         transform: _transform,
+        stringPool: _stringPool,
         onError: _onError,
         ...watcherOpts
       } = this.#opts;
@@ -317,7 +333,7 @@ export class Reflector<T extends KubeObject> {
       return undefined;
     }
     // Objects as parsed (the default transform only deletes a field): the JSON freeze, same result, faster.
-    return this.#jsonData ? (deepFreezeJson(out) as DeepReadonly<T>) : deepFreeze(out);
+    return this.#jsonData ? (deepFreezeJson(out, this.#strings) as DeepReadonly<T>) : deepFreeze(out);
   }
 
   #emit(

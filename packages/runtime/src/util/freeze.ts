@@ -20,6 +20,12 @@ function freezeInPlace(value: unknown): void {
   }
 }
 
+/** Hands back a shared copy of a string (the cache's StringPool); strings shorter than minLength are left alone. */
+export interface StringInterner {
+  readonly minLength: number;
+  intern(s: string): string;
+}
+
 /**
  * {@link deepFreeze} for JSON data (what JSON.parse returns, and what keeps that shape: plain objects, arrays,
  * primitives), with the same result for such values, several times faster: it walks array indices and
@@ -28,27 +34,42 @@ function freezeInPlace(value: unknown): void {
  * 0.3-0.5 s. A non-plain object inside (a prototype other than Object.prototype, Array.prototype or null: a
  * Date, a Map, a class instance) is frozen by deepFreeze. For values that are not JSON data, use deepFreeze:
  * a plain object's getters would be called here, and its symbol keys and non-enumerable properties skipped.
+ *
+ * With `strings`, each string value of a plain object or array (not keys) at least `strings.minLength`
+ * long is replaced by `strings.intern(value)` before its holder is frozen: an equal string, possibly
+ * another copy. The cache's reflectors use this to share equal long texts between cached objects.
  */
-export function deepFreezeJson<T>(value: T): T {
-  freezeJsonInPlace(value);
+export function deepFreezeJson<T>(value: T, strings?: StringInterner): T {
+  freezeJsonInPlace(value, strings);
   return value;
 }
 
-function freezeJsonInPlace(value: unknown): void {
+function freezeJsonInPlace(value: unknown, strings: StringInterner | undefined): void {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto === Array.prototype) {
-    Object.freeze(value);
     const array = value as unknown[];
-    for (let i = 0; i < array.length; i++) freezeJsonInPlace(array[i]);
+    for (let i = 0; i < array.length; i++) {
+      const item = array[i];
+      if (typeof item === 'string') {
+        if (strings !== undefined && item.length >= strings.minLength) array[i] = strings.intern(item);
+      } else freezeJsonInPlace(item, strings);
+    }
+    Object.freeze(value);
     return;
   }
   if (proto !== Object.prototype && proto !== null) {
     freezeInPlace(value);
     return;
   }
-  Object.freeze(value);
   const record = value as Record<string, unknown>;
   const keys = Object.keys(record);
-  for (let i = 0; i < keys.length; i++) freezeJsonInPlace(record[keys[i]!]);
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const item = record[key];
+    if (typeof item === 'string') {
+      if (strings !== undefined && item.length >= strings.minLength) record[key] = strings.intern(item);
+    } else freezeJsonInPlace(item, strings);
+  }
+  Object.freeze(value);
 }

@@ -34,6 +34,8 @@ export interface StartOptions {
   extraArgs?: string[];
   /** opkit's environment (its image's NODE_COMPILE_CACHE, warmed: warmCompileCache). */
   opkitEnv?: NodeJS.ProcessEnv;
+  /** The controller-runtime peer talks JSON for built-in kinds too (its default: protobuf for them). */
+  peerJson?: boolean;
 }
 
 export const OPKIT_DOCKERFILE = join(REPO_ROOT, 'operators', 'database', 'Dockerfile');
@@ -197,7 +199,7 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
       break;
     case 'controller-runtime':
       command = buildGoPeer();
-      args = [...common, ...resync];
+      args = [...common, ...resync, ...(opts.peerJson ? ['--content-type=application/json'] : [])];
       break;
   }
   const startedAt = performance.now();

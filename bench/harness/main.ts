@@ -43,6 +43,11 @@ const { values } = parseArgs({
     'opkit-node-flags': { type: 'string' },
     /** Environment for opkit only, e.g. "OPKIT_TRANSPORT=http2" (comma-separated KEY=VALUE pairs). */
     'opkit-env': { type: 'string' },
+    /**
+     * The controller-runtime peer talks JSON for built-in kinds too, as opkit does (controller-runtime's
+     * default is protobuf for them; experiments: the results say so).
+     */
+    'peer-json': { type: 'boolean', default: false },
     out: { type: 'string' },
     'no-latest': { type: 'boolean', default: false },
     /** Leave out the equivalence check that otherwise runs before every scenario (experiments only). */
@@ -99,6 +104,7 @@ const common: Omit<Parameters<typeof runOnce>[0], 'impl' | 'n' | 'phases' | 'wor
     convergeTimeoutMs: Number(values['timeout-seconds']) * 1000,
     cpuProf: values['cpu-prof'],
     workers: Number(values.workers),
+    ...(values['peer-json'] ? { peerJson: true } : {}),
     ...(values['opkit-node-flags'] !== undefined
       ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
       : {}),

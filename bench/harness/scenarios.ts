@@ -59,6 +59,8 @@ export interface RunOptions {
   opkitNodeFlags?: string[];
   /** opkit's environment (its image's warmed compile cache). */
   opkitEnv?: NodeJS.ProcessEnv;
+  /** The controller-runtime peer talks JSON for built-in kinds too (`--peer-json`). */
+  peerJson?: boolean;
   /** The operators' resync period in runs with the steady phase, so that idle includes resyncs. */
   syncPeriod?: string;
   /** Keep the normalized children for the equivalence check. */
@@ -337,6 +339,7 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       ...(opts.workers ? { workers: opts.workers } : {}),
       ...(opts.opkitNodeFlags ? { opkitNodeFlags: opts.opkitNodeFlags } : {}),
       ...(opts.opkitEnv ? { opkitEnv: opts.opkitEnv } : {}),
+      ...(opts.peerJson ? { peerJson: true } : {}),
       ...(opts.syncPeriod && opts.phases.includes('steady') ? { syncPeriod: opts.syncPeriod } : {}),
     });
   };

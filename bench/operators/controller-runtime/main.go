@@ -37,18 +37,25 @@ func main() {
 	var enableLeaderElection bool
 	var workers int
 	var syncPeriod time.Duration
+	var contentType string
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the probe endpoint binds to.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Enable leader election.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 1, "Databases reconciled in parallel (controller-runtime's default: 1).")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "How often every cached object is reconciled again (controller-runtime's default: 10h).")
+	flag.StringVar(&contentType, "content-type", "", "The wire format for built-in kinds: \"\" is controller-runtime's default (protobuf for built-in kinds, JSON for custom resources); application/json makes every request and watch JSON, as opkit's are.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse() // --kubeconfig is registered by controller-runtime's config package
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	if contentType != "" {
+		cfg.ContentType = contentType
+		cfg.AcceptContentTypes = contentType
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cache.Options{SyncPeriod: &syncPeriod},
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},

@@ -51,22 +51,37 @@ describe('parseDockerfile', () => {
 
   test("reads the Database operator's Dockerfile (continued RUN lines, --chown, CMD, EXPOSE)", () => {
     const stages = parseDockerfile(readFileSync(join(REPO_ROOT, 'operators/database/Dockerfile'), 'utf8'));
-    assert.equal(stages.length, 2);
-    const run = stages[0]!.steps.find((s) => s.op === 'RUN');
-    assert.ok(run && run.op === 'RUN');
     assert.deepEqual(
-      npmCommands(run.command)?.map((a) => a.slice(0, 2)),
+      stages.map((s) => s.name),
+      ['bundle', 'build', undefined],
+    );
+    const runs = (i: number) =>
+      stages[i]!.steps.flatMap((s) =>
+        s.op === 'RUN' ? [npmCommands(s.command)?.map((a) => a.slice(0, 2))] : [],
+      );
+    // The bundle stage installs the workspace's dev dependencies (esbuild, from the lockfile), then bundles.
+    assert.deepEqual(runs(0), [[['ci', '--workspace']], [['run', 'bundle']]]);
+    assert.deepEqual(runs(1), [
       [
         ['ci', '--omit=dev'],
         ['cache', 'clean'],
       ],
+    ]);
+    assert.deepEqual(
+      stages[1]!.steps.find((s) => s.op === 'COPY' && s.from !== undefined),
+      {
+        op: 'COPY',
+        from: 'bundle',
+        sources: ['/app/operators/database/dist'],
+        dest: 'operators/database/dist',
+      },
     );
     assert.deepEqual(
-      stages[1]!.steps.find((s) => s.op === 'EXPOSE'),
+      stages[2]!.steps.find((s) => s.op === 'EXPOSE'),
       { op: 'EXPOSE', ports: ['8080/tcp', '8081/tcp'] },
     );
     assert.deepEqual(
-      stages[1]!.steps.find((s) => s.op === 'COPY'),
+      stages[2]!.steps.find((s) => s.op === 'COPY'),
       {
         op: 'COPY',
         from: 'build',

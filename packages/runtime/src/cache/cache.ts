@@ -31,6 +31,7 @@ import {
   parseFieldSelector,
 } from './selector.ts';
 import type { DeepReadonly, IndexFunc } from './store.ts';
+import type { StringPoolOptions } from './string-pool.ts';
 
 /** What to cache of one resource. */
 export interface ResourceCacheOptions<T extends KubeObject> {
@@ -43,6 +44,8 @@ export interface ResourceCacheOptions<T extends KubeObject> {
   indexers?: Record<string, IndexFunc<T>>;
   /** Overrides the cache's resync period for this resource. */
   resyncPeriodMs?: number;
+  /** Overrides the cache's `stringPool` for this resource (see ReflectorOptions.stringPool). */
+  stringPool?: StringPoolOptions | false;
 }
 
 declare const resourceConfigBrand: unique symbol;
@@ -74,6 +77,11 @@ export interface CacheOptions {
   byResource?: ResourceCacheConfig[];
   /** Transform for resources that have none of their own. Default strips managedFields. */
   transform?: Transform<KubeObject>;
+  /**
+   * Equal long strings of cached objects share one copy, per informer (ReflectorOptions.stringPool): the
+   * default for every resource without a transform of its own, except Secrets; `false` turns it off.
+   */
+  stringPool?: StringPoolOptions | false;
   /** Periodic resync for every informer, ms. Default 0 (off). */
   resyncPeriodMs?: number;
   pageSize?: number;
@@ -200,6 +208,8 @@ export class Cache {
     }
 
     const o = this.#opts;
+    // Secrets are pooled only when their own options ask for it (ReflectorOptions.stringPool).
+    const isSecrets = resource.group === '' && resource.plural === 'secrets';
     const informer = new SharedInformer<T>(this.client, resource, {
       ...(namespace ? { namespace } : {}),
       ...(labelSelector ? { labelSelector } : {}),
@@ -210,6 +220,14 @@ export class Cache {
           ? { transform: o.transform as unknown as Transform<T> }
           : {}),
       ...(base.indexers ? { indexers: base.indexers } : {}),
+      ...(base.stringPool !== undefined
+        ? { stringPool: base.stringPool }
+        : o.stringPool !== undefined &&
+            !base.transform &&
+            !o.transform &&
+            (o.stringPool === false || !isSecrets)
+          ? { stringPool: o.stringPool }
+          : {}),
       resyncPeriodMs: base.resyncPeriodMs ?? o.resyncPeriodMs ?? 0,
       ...(o.pageSize !== undefined ? { pageSize: o.pageSize } : {}),
       ...(o.watchList !== undefined ? { watchList: o.watchList } : {}),

@@ -28,6 +28,7 @@ import {
   type ResourceEventHandler,
 } from './reflector.ts';
 import { type IndexFunc, type ReadonlyStore, Store } from './store.ts';
+import type { StringPoolStats } from './string-pool.ts';
 
 export type InformerErrorContext =
   | ReflectorErrorContext
@@ -102,6 +103,11 @@ export class SharedInformer<T extends KubeObject> {
   /** resourceVersion of the last list, event or bookmark applied ('' before the first list). */
   get lastSyncResourceVersion(): string {
     return this.#reflector.lastSyncResourceVersion;
+  }
+
+  /** What sharing equal long strings saved (undefined without a pool; see ReflectorOptions.stringPool). */
+  stringPoolStats(): StringPoolStats | undefined {
+    return this.#reflector.stringPoolStats();
   }
 
   hasSynced(): boolean {

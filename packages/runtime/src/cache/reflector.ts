@@ -121,7 +121,9 @@ export interface ReflectorOptions<T extends KubeObject>
   transform?: Transform<T>;
   /**
    * Equal long strings of stored objects share one copy (a {@link StringPool} per reflector, with these
-   * options); `false` keeps every object's own. Applies with the default transform only.
+   * options); `false` keeps every object's own. Default: on, except for Secrets (the pool would keep the
+   * keys of deleted or rotated Secrets alive until it starts over; options here turn it on for them too).
+   * With the default transform only: options with a transform of your own are an error.
    */
   stringPool?: StringPoolOptions | false;
   /** Errors the watcher recovered from, plus transform and listener failures. */
@@ -150,8 +152,14 @@ export class Reflector<T extends KubeObject> {
     this.#store = opts.store ?? new Store<T>({ indexers: opts.indexers ?? {} });
     this.#transform = opts.transform ?? stripManagedFields;
     this.#jsonData = this.#transform === stripManagedFields;
-    this.#strings =
-      this.#jsonData && opts.stringPool !== false ? new StringPool(opts.stringPool ?? {}) : undefined;
+    if (!this.#jsonData && opts.stringPool !== undefined && opts.stringPool !== false) {
+      throw new TypeError(
+        `stringPool applies only with the default transform (${resourceId(resource)} has its own): remove stringPool, or the transform`,
+      );
+    }
+    const secrets = resource.group === '' && resource.plural === 'secrets';
+    const pooled = this.#jsonData && opts.stringPool !== false && (!secrets || opts.stringPool !== undefined);
+    this.#strings = pooled ? new StringPool(opts.stringPool || {}) : undefined;
   }
 
   /** What sharing equal long strings saved (undefined without a pool: a user transform, or turned off). */

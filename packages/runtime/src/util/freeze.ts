@@ -36,8 +36,10 @@ export interface StringInterner {
  * a plain object's getters would be called here, and its symbol keys and non-enumerable properties skipped.
  *
  * With `strings`, each string value of a plain object or array (not keys) at least `strings.minLength`
- * long is replaced by `strings.intern(value)` before its holder is frozen: an equal string, possibly
- * another copy. The cache's reflectors use this to share equal long texts between cached objects.
+ * long is replaced by `strings.intern(value)` (an equal string, possibly another copy) just before its
+ * holder is frozen. The cache's reflectors use this to share equal long texts between cached objects.
+ * Objects are frozen before their children are walked, as without `strings`: an object already frozen is
+ * taken to be deeply frozen, so shared parts are walked once and a cycle ends.
  */
 export function deepFreezeJson<T>(value: T, strings?: StringInterner): T {
   freezeJsonInPlace(value, strings);
@@ -49,13 +51,9 @@ function freezeJsonInPlace(value: unknown, strings: StringInterner | undefined):
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto === Array.prototype) {
     const array = value as unknown[];
-    for (let i = 0; i < array.length; i++) {
-      const item = array[i];
-      if (typeof item === 'string') {
-        if (strings !== undefined && item.length >= strings.minLength) array[i] = strings.intern(item);
-      } else freezeJsonInPlace(item, strings);
-    }
+    if (strings !== undefined) for (let i = 0; i < array.length; i++) internAt(array, i, strings);
     Object.freeze(value);
+    for (let i = 0; i < array.length; i++) freezeJsonInPlace(array[i], strings);
     return;
   }
   if (proto !== Object.prototype && proto !== null) {
@@ -64,12 +62,21 @@ function freezeJsonInPlace(value: unknown, strings: StringInterner | undefined):
   }
   const record = value as Record<string, unknown>;
   const keys = Object.keys(record);
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i]!;
-    const item = record[key];
-    if (typeof item === 'string') {
-      if (strings !== undefined && item.length >= strings.minLength) record[key] = strings.intern(item);
-    } else freezeJsonInPlace(item, strings);
-  }
+  if (strings !== undefined) for (let i = 0; i < keys.length; i++) internAt(record, keys[i]!, strings);
   Object.freeze(value);
+  for (let i = 0; i < keys.length; i++) freezeJsonInPlace(record[keys[i]!], strings);
+}
+
+/**
+ * Replaces holder[key] by the interner's copy when it is a long enough string. Always assigned: equal strings
+ * are === in JavaScript, so whether the copy is another one cannot be asked.
+ */
+function internAt<K extends string | number>(
+  holder: Record<K, unknown>,
+  key: K,
+  strings: StringInterner,
+): void {
+  const item = holder[key];
+  if (typeof item !== 'string' || item.length < strings.minLength) return;
+  holder[key] = strings.intern(item);
 }

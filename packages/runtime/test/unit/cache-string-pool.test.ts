@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { type ConfigMap, ConfigMaps } from '../../src/api/builtin.ts';
+import { type ConfigMap, ConfigMaps, Secrets } from '../../src/api/builtin.ts';
+import { Cache, forResource } from '../../src/cache/cache.ts';
 import { Reflector } from '../../src/cache/reflector.ts';
 import { StringPool } from '../../src/cache/string-pool.ts';
+import { FakeClient } from '../../src/testing/fake-client.ts';
 import { ScriptedClient } from '../../src/testing/index.ts';
 import { deepFreezeJson, type StringInterner } from '../../src/util/freeze.ts';
 
@@ -29,31 +31,68 @@ describe('StringPool', () => {
     assert.equal(pool.stats().strings, 1, 'a string over maxChars is not held');
   });
 
+  it('holds at most 4 strings of one length above 16383 characters (V8 hashes those by their length)', () => {
+    const pool = new StringPool();
+    const of = (c: string) => `${c}${'x'.repeat(20_000)}`;
+    for (const c of 'abcdef') pool.intern(of(c));
+    assert.equal(pool.stats().strings, 4);
+    assert.equal(pool.intern(of('a')), of('a'));
+    assert.equal(pool.stats().hits, 1, 'the ones held are still shared');
+    pool.intern('y'.repeat(20_002));
+    assert.equal(pool.stats().strings, 5, 'another length is held');
+  });
+
   it('refuses options that make no sense, naming the option', () => {
-    assert.throws(() => new StringPool({ minLength: 0 }), /minLength/);
-    assert.throws(() => new StringPool({ minLength: 100, maxChars: 10 }), /maxChars/);
+    assert.throws(() => new StringPool({ minLength: 0 }), /stringPool\.minLength/);
+    assert.throws(
+      () => new StringPool({ minLength: 100, maxChars: 10 }),
+      /stringPool\.maxChars \(10\).*minLength \(100\)/,
+    );
   });
 });
 
 describe('deepFreezeJson with a string interner', () => {
-  it('passes every long string value (objects and arrays, at any depth) through it, and no key', () => {
-    const seen: string[] = [];
-    const interner: StringInterner = {
-      minLength: 5,
-      intern: (s) => {
-        seen.push(s);
-        return s;
-      },
+  const upper: StringInterner = { minLength: 5, intern: (s) => s.toUpperCase() };
+
+  it("puts the interner's copy of every long string value in place (objects and arrays, any depth), keys untouched", () => {
+    const value = JSON.parse(
+      JSON.stringify({
+        longkey1: 'value-one',
+        short: 'abc',
+        nested: { list: ['value-two', 'ab', { deeper: 'value-three' }], n: 12345 },
+      }),
+    ) as {
+      longkey1: string;
+      short: string;
+      nested: { list: [string, string, { deeper: string }]; n: number };
     };
-    const text = JSON.stringify({
-      longkey1: 'value-one',
+    deepFreezeJson(value, upper);
+    assert.deepEqual(value, {
+      longkey1: 'VALUE-ONE',
       short: 'abc',
-      nested: { list: ['value-two', 'ab', { deeper: 'value-three' }], n: 12345 },
+      nested: { list: ['VALUE-TWO', 'ab', { deeper: 'VALUE-THREE' }], n: 12345 },
     });
-    const value: unknown = deepFreezeJson(JSON.parse(text), interner);
-    assert.deepEqual(seen.sort(), ['value-one', 'value-three', 'value-two']);
-    assert.deepEqual(value, JSON.parse(text));
-    assert.ok(Object.isFrozen(value));
+    assert.ok(Object.isFrozen(value) && Object.isFrozen(value.nested) && Object.isFrozen(value.nested.list));
+    assert.ok(Object.isFrozen(value.nested.list[2]));
+  });
+
+  it('keeps holes, leaves an already frozen part alone, and ends on a cycle', () => {
+    const holes: unknown[] = ['value-one'];
+    holes[2] = 'value-two';
+    const frozen = Object.freeze({ text: 'kept-as-is' });
+    const cyclic: Record<string, unknown> = { text: 'value-cyc', holes, frozen };
+    cyclic.self = cyclic;
+    deepFreezeJson(cyclic, upper);
+    assert.equal(1 in holes, false, 'a hole stays a hole');
+    assert.deepEqual([holes[0], holes[2]], ['VALUE-ONE', 'VALUE-TWO']);
+    assert.equal(frozen.text, 'kept-as-is');
+    assert.equal(cyclic.text, 'VALUE-CYC');
+    assert.ok(Object.isFrozen(cyclic) && Object.isFrozen(holes));
+    // Without an interner too (the freeze order is the same).
+    const again: Record<string, unknown> = { a: { b: 1 } };
+    again.self = again;
+    deepFreezeJson(again);
+    assert.ok(Object.isFrozen(again.a));
   });
 });
 
@@ -98,8 +137,33 @@ describe('Reflector: equal long strings of stored objects share one copy', () =>
     assert.ok(grew > 0.9 * scriptMiB * 2 ** 20, `the heap grew ${(grew / 2 ** 20).toFixed(1)} MiB`);
   });
 
-  it('a user transform gets no pool (its objects need not be JSON data)', () => {
+  it('a user transform gets no pool (its objects need not be JSON data); pool options with one are an error', () => {
     const r = new Reflector(new ScriptedClient(), ConfigMaps, { transform: (o) => o });
     assert.equal(r.stringPoolStats(), undefined);
+    assert.throws(
+      () =>
+        new Reflector(new ScriptedClient(), ConfigMaps, {
+          transform: (o) => o,
+          stringPool: { minLength: 10 },
+        }),
+      /stringPool applies only with the default transform \(core\/v1\/configmaps has its own\)/,
+    );
+  });
+
+  it('Secrets are not pooled unless their options ask for it', () => {
+    assert.equal(new Reflector(new ScriptedClient(), Secrets).stringPoolStats(), undefined);
+    assert.ok(new Reflector(new ScriptedClient(), Secrets, { stringPool: {} }).stringPoolStats());
+  });
+
+  it("the Cache passes its stringPool to its informers, a resource's own first", () => {
+    const on = new Cache(new FakeClient());
+    assert.ok(on.getInformer(ConfigMaps).stringPoolStats(), 'on by default');
+    assert.equal(on.getInformer(Secrets).stringPoolStats(), undefined, 'but not for Secrets');
+    const off = new Cache(new FakeClient(), {
+      stringPool: false,
+      byResource: [forResource(Secrets, { stringPool: { minLength: 2048 } })],
+    });
+    assert.equal(off.getInformer(ConfigMaps).stringPoolStats(), undefined);
+    assert.ok(off.getInformer(Secrets).stringPoolStats());
   });
 });

@@ -52,23 +52,42 @@ describe('parseDockerfile', () => {
   test("reads the Database operator's Dockerfile (continued RUN lines, --chown, CMD, EXPOSE)", () => {
     const stages = parseDockerfile(readFileSync(join(REPO_ROOT, 'operators/database/Dockerfile'), 'utf8'));
     assert.deepEqual(
-      stages.map((s) => s.name),
-      ['bundle', 'build', undefined],
+      stages.map((s) => [s.name, s.base]),
+      [
+        ['manifests', 'node:24-bookworm-slim'],
+        ['bundle', 'manifests'],
+        ['build', 'manifests'],
+        [undefined, 'node:24-bookworm-slim'],
+      ],
     );
     const runs = (i: number) =>
-      stages[i]!.steps.flatMap((s) =>
-        s.op === 'RUN' ? [npmCommands(s.command)?.map((a) => a.slice(0, 2))] : [],
-      );
-    // The bundle stage installs the workspace's dev dependencies (esbuild, from the lockfile), then bundles.
-    assert.deepEqual(runs(0), [[['ci', '--workspace']], [['run', 'bundle']]]);
+      stages[i]!.steps.flatMap((s) => (s.op === 'RUN' ? [npmCommands(s.command)] : []));
+    // The bundle stage installs the workspace's dev dependencies too (esbuild, from the lockfile), then bundles.
     assert.deepEqual(runs(1), [
       [
-        ['ci', '--omit=dev'],
-        ['cache', 'clean'],
+        [
+          'ci',
+          '--workspace',
+          'operators/database',
+          '--include-workspace-root=false',
+          '--no-audit',
+          '--no-fund',
+          '--ignore-scripts',
+        ],
       ],
+      [['run', 'bundle', '--workspace', 'operators/database']],
     ]);
     assert.deepEqual(
-      stages[1]!.steps.find((s) => s.op === 'COPY' && s.from !== undefined),
+      runs(2).map((cmds) => cmds?.map((a) => a.slice(0, 2))),
+      [
+        [
+          ['ci', '--omit=dev'],
+          ['cache', 'clean'],
+        ],
+      ],
+    );
+    assert.deepEqual(
+      stages[2]!.steps.find((s) => s.op === 'COPY' && s.from !== undefined),
       {
         op: 'COPY',
         from: 'bundle',
@@ -77,11 +96,11 @@ describe('parseDockerfile', () => {
       },
     );
     assert.deepEqual(
-      stages[2]!.steps.find((s) => s.op === 'EXPOSE'),
+      stages[3]!.steps.find((s) => s.op === 'EXPOSE'),
       { op: 'EXPOSE', ports: ['8080/tcp', '8081/tcp'] },
     );
     assert.deepEqual(
-      stages[2]!.steps.find((s) => s.op === 'COPY'),
+      stages[3]!.steps.find((s) => s.op === 'COPY'),
       {
         op: 'COPY',
         from: 'build',

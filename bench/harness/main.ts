@@ -60,6 +60,10 @@ const { values } = parseArgs({
 });
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
+if (values['peer-json'] && !values['no-latest'])
+  throw new Error(
+    '--peer-json is an experiment: add --no-latest (latest.md compares with the peer as it is by default)',
+  );
 
 /** "A=1,B=2" -> { A: '1', B: '2' }; a pair without "=" or with an empty name is an error. */
 function parseEnvPairs(text: string): Record<string, string> {
@@ -220,6 +224,13 @@ function writeResults() {
     `# Operator benchmark results (${date})`,
     '',
     ...(values.from ? [] : [`Command: \`npm run bench -- ${process.argv.slice(2).join(' ')}\``, '']),
+    ...(values['peer-json']
+      ? [
+          '**The controller-runtime peer ran with `--content-type=application/json`** (`--peer-json`): JSON for every',
+          'kind, as opkit. Its default is protobuf for built-in kinds.',
+          '',
+        ]
+      : []),
     `Commit: ${commit}`,
     '',
     '## Machine',

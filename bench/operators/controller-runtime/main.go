@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"time"
@@ -50,6 +51,10 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
 
+	if contentType != "" && contentType != "application/json" {
+		setupLog.Error(fmt.Errorf("--content-type %q: only \"\" (controller-runtime's default) or application/json", contentType), "bad flag")
+		os.Exit(2)
+	}
 	cfg := ctrl.GetConfigOrDie()
 	if contentType != "" {
 		cfg.ContentType = contentType

@@ -55,6 +55,12 @@ export async function startScheduler(c: ControllerConfig): Promise<ManagedProces
     '--leader-elect=false',
     '--kube-api-qps=500',
     '--kube-api-burst=1000',
+    // A pod the scheduler found unschedulable waits for an event that may make it schedulable (a PVC bound,
+    // a node added), and at most this long otherwise (default 5 min). When its PVC informer lags behind the
+    // API server, the pod's first attempt fails ("pod has unbound immediate PersistentVolumeClaims. not
+    // found") and the wake-up can be missed: a CI run saw a StatefulSet pod Pending for over 90 s with its
+    // claim there. 15 s bounds that wait in these local clusters (the scheduler's own retry, every 30 s).
+    '--pod-max-in-unschedulable-pods-duration=15s',
     '--v=0',
     ...(c.extraArgs ?? []),
   ];

@@ -22,7 +22,7 @@ import type { Client } from '../client/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { BackoffOptions } from './backoff.ts';
 import { type InformerErrorContext, SharedInformer } from './informer.ts';
-import type { Transform } from './reflector.ts';
+import { stringPoolByDefault, type Transform } from './reflector.ts';
 import {
   canonicalLabelSelector,
   escapeFieldValue,
@@ -208,8 +208,6 @@ export class Cache {
     }
 
     const o = this.#opts;
-    // Secrets are pooled only when their own options ask for it (ReflectorOptions.stringPool).
-    const isSecrets = resource.group === '' && resource.plural === 'secrets';
     const informer = new SharedInformer<T>(this.client, resource, {
       ...(namespace ? { namespace } : {}),
       ...(labelSelector ? { labelSelector } : {}),
@@ -220,14 +218,7 @@ export class Cache {
           ? { transform: o.transform as unknown as Transform<T> }
           : {}),
       ...(base.indexers ? { indexers: base.indexers } : {}),
-      ...(base.stringPool !== undefined
-        ? { stringPool: base.stringPool }
-        : o.stringPool !== undefined &&
-            !base.transform &&
-            !o.transform &&
-            (o.stringPool === false || !isSecrets)
-          ? { stringPool: o.stringPool }
-          : {}),
+      ...stringPoolOption(resource, base, o),
       resyncPeriodMs: base.resyncPeriodMs ?? o.resyncPeriodMs ?? 0,
       ...(o.pageSize !== undefined ? { pageSize: o.pageSize } : {}),
       ...(o.watchList !== undefined ? { watchList: o.watchList } : {}),
@@ -478,4 +469,18 @@ function anySignal(...signals: (AbortSignal | undefined)[]): AbortSignal | undef
   const defined = signals.filter((s): s is AbortSignal => s !== undefined);
   if (defined.length <= 1) return defined[0];
   return AbortSignal.any(defined);
+}
+
+/**
+ * The informer's `stringPool`: the resource's own, else the cache's for a resource without a transform of
+ * its own, where the reflector pools by default (options for every resource do not turn it on for Secrets).
+ */
+function stringPoolOption<T extends KubeObject>(
+  resource: Resource<T>,
+  base: ResourceCacheOptions<T>,
+  o: CacheOptions,
+): { stringPool?: StringPoolOptions | false } {
+  if (base.stringPool !== undefined) return { stringPool: base.stringPool };
+  if (o.stringPool === undefined || base.transform || o.transform) return {};
+  return o.stringPool === false || stringPoolByDefault(resource) ? { stringPool: o.stringPool } : {};
 }

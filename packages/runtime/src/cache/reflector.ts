@@ -105,6 +105,14 @@ export function callHandler(fn: () => unknown, onError: (err: unknown) => void):
   }
 }
 
+/**
+ * Whether a resource's stored strings are pooled when no `stringPool` option says: all but Secrets (a pool
+ * would keep the keys of deleted or rotated Secrets alive until it starts over).
+ */
+export function stringPoolByDefault(resource: Resource): boolean {
+  return !(resource.group === '' && resource.plural === 'secrets');
+}
+
 /** The default transform: removes `metadata.managedFields`. */
 export function stripManagedFields<T extends KubeObject>(obj: T): T {
   if (obj.metadata?.managedFields !== undefined) delete obj.metadata.managedFields;
@@ -157,8 +165,10 @@ export class Reflector<T extends KubeObject> {
         `stringPool applies only with the default transform (${resourceId(resource)} has its own): remove stringPool, or the transform`,
       );
     }
-    const secrets = resource.group === '' && resource.plural === 'secrets';
-    const pooled = this.#jsonData && opts.stringPool !== false && (!secrets || opts.stringPool !== undefined);
+    const pooled =
+      this.#jsonData &&
+      opts.stringPool !== false &&
+      (opts.stringPool !== undefined || stringPoolByDefault(resource));
     this.#strings = pooled ? new StringPool(opts.stringPool || {}) : undefined;
   }
 

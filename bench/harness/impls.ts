@@ -36,6 +36,8 @@ export interface StartOptions {
   opkitEnv?: NodeJS.ProcessEnv;
   /** The controller-runtime peer talks JSON for built-in kinds too (its default: protobuf for them). */
   peerJson?: boolean;
+  /** opkit's script instead of the one its image runs (A/B runs of two builds: startup-loop.ts). */
+  opkitScript?: string;
 }
 
 export const OPKIT_DOCKERFILE = join(REPO_ROOT, 'operators', 'database', 'Dockerfile');
@@ -188,7 +190,7 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
       args = [
         ...(opts.opkitNodeFlags ?? deployedNodeFlags()),
         ...nodeFlags,
-        opkitMain(),
+        opts.opkitScript ?? opkitMain(),
         ...common,
         ...resync,
       ];

@@ -211,7 +211,7 @@ async function create(kube: Kube, path: string, obj: unknown): Promise<KubeObjec
  * issued by a tight concurrent writer with no watch, cache or reconcile. The Events go out without being
  * waited for before the next create, as the operators' event recorders send them.
  */
-async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void> {
+export async function floorWrite(kube: Kube, ns: string, db: KubeObject): Promise<void> {
   const created = await create(kube, kindPath('Database', ns), db);
   const events: Promise<unknown>[] = [];
   const children = desiredChildren(created);

@@ -1,0 +1,127 @@
+/**
+ * Start-up to ready, many times over one populated control plane: the harness writes N Databases, their
+ * children and status (the floor's writes, no operator), then starts each implementation in turn,
+ * interleaved, `--rounds` times: time from spawn to its first 200 on /readyz (every informer synced) and
+ * its CPU by then. The full benchmark measures this once per run, each on a fresh control plane; this
+ * gives the spread of many starts at the cost of a few seconds each, and A/B runs of two opkit builds
+ * (`--impls opkit,opkit=/path/to/other/main.js`; copy the other build next to dist/main.js) or of one build
+ * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=protobuf`).
+ *
+ *   node bench/harness/startup-loop.ts --n 1000 --rounds 8 --impls opkit,controller-runtime
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { start } from '@opkit/controlplane';
+import { inputs } from './desired.ts';
+import { buildGoPeer, deployedEnv, deployedNodeFlags, opkitMain, startOperator, waitReady } from './impls.ts';
+import { Kube, runConcurrently } from './kube.ts';
+import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
+import { floorWrite, installCrd, SCALE_FLAGS } from './scenarios.ts';
+
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '1000' },
+    rounds: { type: 'string', default: '6' },
+    impls: { type: 'string', default: 'opkit,controller-runtime' },
+    workers: { type: 'string', default: '2' },
+    'peer-json': { type: 'boolean', default: false },
+  },
+});
+const n = Number(values.n);
+const rounds = Number(values.rounds);
+const workers = Number(values.workers);
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+interface Impl {
+  label: string;
+  impl: 'opkit' | 'controller-runtime';
+  script?: string;
+  env?: NodeJS.ProcessEnv;
+}
+const work = mkdtempSync(join(tmpdir(), 'opkit-startup-loop-'));
+const impls: Impl[] = (values.impls ?? '').split(',').map((full) => {
+  const [spec = '', ...envPairs] = full.split('+');
+  const extraEnv = Object.fromEntries(envPairs.map((pair) => pair.split('=') as [string, string]));
+  const [name, path] = spec.split('=');
+  if (name === 'controller-runtime') return { label: name, impl: name };
+  if (name !== 'opkit') throw new Error(`--impls: unknown implementation ${name}`);
+  const script = path ? resolve(path) : opkitMain(log);
+  // As the image does: Node's compile cache warmed for this script, with the flags it runs with.
+  let env: NodeJS.ProcessEnv | undefined = envPairs.length ? { ...process.env, ...extraEnv } : undefined;
+  if (deployedEnv().NODE_COMPILE_CACHE !== undefined) {
+    env = { ...(env ?? process.env), NODE_COMPILE_CACHE: join(work, `cc-${basename(script)}`) };
+    execFileSync(
+      process.execPath,
+      [...deployedNodeFlags(), '--input-type=module', '-e', `await import(${JSON.stringify(script)})`],
+      { env, stdio: 'ignore' },
+    );
+  }
+  const label = `${path ? `opkit=${basename(script)}` : 'opkit'}${envPairs.map((e) => `+${e}`).join('')}`;
+  return { label, impl: 'opkit', script, ...(env ? { env } : {}) };
+});
+if (impls.some((i) => i.impl === 'controller-runtime')) buildGoPeer(log);
+
+const cp = await start({ mode: 'apiserver', apiServerArgs: SCALE_FLAGS });
+const kube = new Kube(cp.kubeconfig, { maxSockets: 64 });
+const results = new Map<string, { ready: number[]; cpu: number[]; writes: number[] }>(
+  impls.map((i) => [i.label, { ready: [], cpu: [], writes: [] }]),
+);
+try {
+  await installCrd(kube);
+  const t0 = performance.now();
+  await runConcurrently(inputs(n, 'default'), 32, (db) => floorWrite(kube, 'default', db));
+  log(`populated N=${n} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  await new Promise((r) => setTimeout(r, 3000));
+  for (let round = 0; round < rounds; round++) {
+    for (const impl of impls) {
+      const before = await scrapeRequestCounts(kube);
+      const op = await startOperator(impl.impl, {
+        kubeconfigPath: cp.kubeconfigPath,
+        logFile: join(work, `${impl.label.replace(/[^\w.-]/g, '_')}-${round}.log`),
+        workers,
+        ...(impl.script ? { opkitScript: impl.script } : {}),
+        ...(impl.env ? { opkitEnv: impl.env } : {}),
+        ...(values['peer-json'] ? { peerJson: true } : {}),
+      });
+      const tReady = await waitReady(op);
+      const cpu = op.proc.sample().cpuSeconds;
+      // Its start-up reconciles (no writes expected) run before the next start.
+      await new Promise((r) => setTimeout(r, 4000));
+      const after = await scrapeRequestCounts(kube);
+      await op.proc.stop();
+      const { writes } = summarize(diffCounts(after, before));
+      const r = results.get(impl.label)!;
+      r.ready.push((tReady - op.startedAt) / 1000);
+      r.cpu.push(cpu);
+      r.writes.push(writes);
+      log(
+        `round ${round + 1} ${impl.label}: ready in ${((tReady - op.startedAt) / 1000).toFixed(2)} s, ` +
+          `CPU ${cpu.toFixed(2)} s by then, ${writes} writes`,
+      );
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+} finally {
+  kube.close();
+  await cp.stop();
+}
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`;
+const first = results.get(impls[0]!.label)!;
+console.log(`N=${n}, ${rounds} interleaved rounds, --max-concurrent-reconciles ${workers}\n`);
+console.log(
+  `| implementation | ready (s), median | range | CPU by ready (s) | writes | ${impls[0]!.label} / this, ready |`,
+);
+console.log('| --- | --- | --- | --- | --- | --- |');
+for (const [label, r] of results) {
+  console.log(
+    `| ${label} | ${median(r.ready).toFixed(2)} | ${range(r.ready)} | ${median(r.cpu).toFixed(2)} | ` +
+      `${Math.max(...r.writes)} | ${(median(first.ready) / median(r.ready)).toFixed(2)} |`,
+  );
+}

@@ -40,6 +40,8 @@ export interface H2Failure {
 export interface H2Opened {
   stream: http2.ClientHttp2Stream;
   status: number;
+  /** The response's Content-Type. */
+  contentType: string;
   session: H2Session;
 }
 
@@ -197,7 +199,7 @@ function exchange(
       responded = true;
       const status = Number(h[':status'] ?? 0);
       if (open && status >= 200 && status <= 299) {
-        finish({ done: { stream, status, session } });
+        finish({ done: { stream, status, contentType: String(h['content-type'] ?? ''), session } });
         return;
       }
       const chunks: Buffer[] = [];

@@ -33,6 +33,8 @@ import {
   presumeDead,
   trackInFlight,
 } from './pools.ts';
+import { ProtobufDecoder, ProtobufSchemaError } from './protobuf/decode.ts';
+import { PROTOBUF, protobufWatchEvents } from './protobuf/frames.ts';
 import { buildQuery, type Query } from './query.ts';
 
 export { authenticate, reauthenticate } from './auth.ts';
@@ -131,11 +133,19 @@ interface AttemptFailure {
 export interface StreamOptions extends JsonLinesOptions {
   /** Bounds the wait for the response headers (ms); defaults to the transport's timeout. */
   timeoutMs?: number;
+  /**
+   * Ask for protobuf (the API server still answers JSON for kinds without it, e.g. custom resources):
+   * only for kinds the client's protobuf schema knows (protobuf/decode.ts). A protobuf response is
+   * decoded to exactly the values the server's JSON has.
+   */
+  protobuf?: boolean;
 }
 
 /** A watch's 2xx response, whatever the protocol. */
 interface Opened {
   body: AsyncIterable<Buffer>;
+  /** The response's Content-Type. */
+  contentType: string;
   /** Whether the server ended the response (else the connection or stream must not be reused). */
   complete(): boolean;
   destroy(): void;
@@ -150,6 +160,9 @@ export class HttpTransport {
   readonly #timeoutMs: number;
   readonly #onRequest: ((m: RequestMetric) => void) | undefined;
   readonly #base: URL;
+  readonly #protobuf = new ProtobufDecoder();
+  /** Set when a protobuf response could not be decoded: streams ask for JSON from then on. */
+  #protobufOff = false;
   readonly #basePath: string;
   readonly #module: typeof http | typeof https;
   /** The HTTP/2 sessions of the config and pool (http1Only for mode 'http1'). */
@@ -244,6 +257,7 @@ export class HttpTransport {
   ): AsyncGenerator<unknown> {
     const { timeoutMs } = opts;
     if (signal?.aborted) return;
+    const accept = opts.protobuf && !this.#protobufOff ? `${PROTOBUF}, application/json` : 'application/json';
     // Closed by the pool (a DeadConnectionError) when another of its connections was found dead and
     // this one delivered nothing within the pool's check: then the stream throws that error.
     const dead = new AbortController();
@@ -270,12 +284,12 @@ export class HttpTransport {
       try {
         const auth = await authenticate(this.config, both);
         try {
-          opened = await this.#openAny(path, auth, both, timeoutMs);
+          opened = await this.#openAny(path, auth, both, timeoutMs, accept);
         } catch (err) {
           if (!(err instanceof UnauthorizedError)) throw err;
           const fresh = await reauthenticate(this.config, auth, both);
           if (!fresh) throw err;
-          opened = await this.#openAny(path, fresh, both, timeoutMs);
+          opened = await this.#openAny(path, fresh, both, timeoutMs, accept);
         }
       } catch (err) {
         if (dead.signal.aborted) throw dead.signal.reason;
@@ -316,7 +330,10 @@ export class HttpTransport {
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal.aborted) return;
-      for await (const value of jsonLines(opened.body, opts)) {
+      const values = opened.contentType.startsWith(PROTOBUF)
+        ? protobufWatchEvents(opened.body, this.#protobuf, opts)
+        : jsonLines(opened.body, opts);
+      for await (const value of values) {
         // Values already decoded from the last chunk are not delivered after an abort.
         if (aborted) return;
         conn.alive();
@@ -329,6 +346,11 @@ export class HttpTransport {
     } catch (err) {
       if (aborted || signal.aborted) return;
       if (err instanceof SyntaxError) throw err;
+      if (err instanceof ProtobufSchemaError) {
+        // A kind or field the schema does not know (a newer server): JSON from now on, for every stream.
+        this.#protobufOff = true;
+        throw err;
+      }
       throw new ConnectionError(`stream ${path} from ${this.config.host} broke: ${messageOf(err)}`, err);
     } finally {
       signal.removeEventListener('abort', onAbort);
@@ -472,12 +494,14 @@ export class HttpTransport {
     auth: RequestAuth,
     signal: AbortSignal | undefined,
     timeoutMs = this.#timeoutMs,
+    accept = 'application/json',
   ): Promise<Opened | undefined> {
     if (this.#useH2()) {
       if (signal?.aborted) return undefined;
       const start = performance.now();
       const ctx = this.#h2Context('GET', path, timeoutMs);
-      const res = await h2Open(ctx, auth, this.#h2Headers('GET', path, auth, {}), signal, timeoutMs);
+      const headers = this.#h2Headers('GET', path, auth, { Accept: accept });
+      const res = await h2Open(ctx, auth, headers, signal, timeoutMs);
       if (res !== undefined || signal?.aborted) {
         if (res === undefined) return undefined;
         if ('error' in res) {
@@ -489,17 +513,19 @@ export class HttpTransport {
         const { stream, session } = res;
         return {
           body: stream,
+          contentType: res.contentType,
           complete: () => stream.readableEnded,
           destroy: () => stream.close(http2.constants.NGHTTP2_CANCEL),
           ping: (ms) => session.ping(ms),
         };
       }
     }
-    const opened = await this.#open(path, auth, signal, timeoutMs);
+    const opened = await this.#open(path, auth, signal, timeoutMs, accept);
     if (!opened) return undefined;
     const { req, res } = opened;
     return {
       body: res,
+      contentType: res.headers['content-type'] ?? '',
       complete: () => res.complete,
       destroy: () => {
         res.destroy();
@@ -514,13 +540,14 @@ export class HttpTransport {
     auth: RequestAuth,
     signal: AbortSignal | undefined,
     timeoutMs = this.#timeoutMs,
+    accept = 'application/json',
   ): Promise<{ req: http.ClientRequest; res: http.IncomingMessage } | undefined> {
     if (signal?.aborted) return undefined;
     const start = performance.now();
     return new Promise((resolve, reject) => {
       let settled = false;
       let timer: NodeJS.Timeout | undefined;
-      const req = this.#module.request(this.#options('GET', path, auth, {}));
+      const req = this.#module.request(this.#options('GET', path, auth, { Accept: accept }));
       const finish = (err: Error | undefined, res?: http.IncomingMessage): void => {
         if (settled) return;
         settled = true;

@@ -29,6 +29,7 @@ export {
   type TransportOptions,
   withoutManagedFields,
 } from './http.ts';
+export { type DecodeOptions, ProtobufDecoder, ProtobufSchemaError } from './protobuf/decode.ts';
 export { type RateLimitOptions, RateLimitOptionsError, TokenBucket } from './rate-limit.ts';
 export {
   type APIResource,
@@ -39,7 +40,9 @@ export {
   listQuery,
   PATCH_CONTENT_TYPES,
   RestClient,
+  type WireFormat,
   watchQuery,
+  wireFormatFrom,
   writeQuery,
 } from './rest-client.ts';
 export type * from './types.ts';

@@ -14,6 +14,7 @@ import {
   type RequestMetric,
   type TransportMode,
 } from './http.ts';
+import { protobufKnows } from './protobuf/decode.ts';
 import { type RateLimitOptions, TokenBucket } from './rate-limit.ts';
 import type { Client, DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from './types.ts';
 
@@ -39,6 +40,22 @@ export interface ClientOptions {
    * as client-go's rest.Config QPS/Burst. Default: none (the API server's Priority and Fairness protects it).
    */
   rateLimit?: RateLimitOptions;
+  /**
+   * 'protobuf': watches of built-in kinds ask for protobuf, as client-go does (custom resources stay
+   * JSON); the objects come out as the JSON would have them (protobuf/decode.ts). A response the schema
+   * cannot decode (a server newer than it) turns the client back to JSON. Defaults to
+   * OPKIT_WIRE_FORMAT, else 'json'.
+   */
+  wireFormat?: WireFormat;
+}
+
+export type WireFormat = 'json' | 'protobuf';
+
+/** The wire format of clients that don't choose: OPKIT_WIRE_FORMAT (json, protobuf), else 'json'. */
+export function wireFormatFrom(value: string | undefined): WireFormat {
+  if (value === undefined || value === '') return 'json';
+  if (value === 'json' || value === 'protobuf') return value;
+  throw new Error(`OPKIT_WIRE_FORMAT=${value}: expected json or protobuf`);
 }
 
 /** metav1.APIResource, as listed by discovery. */
@@ -142,7 +159,11 @@ export class RestClient implements Client {
       transport: opts.transport,
     });
     this.rateLimiter = opts.rateLimit ? new TokenBucket(opts.rateLimit) : undefined;
+    this.#protobuf = (opts.wireFormat ?? wireFormatFrom(process.env.OPKIT_WIRE_FORMAT)) === 'protobuf';
   }
+
+  /** Whether watches of built-in kinds ask for protobuf. */
+  readonly #protobuf: boolean;
 
   async get<T extends KubeObject>(
     res: Resource<T>,
@@ -250,6 +271,7 @@ export class RestClient implements Client {
     const path = resourcePath(res, { namespace: opts.namespace }) + buildQuery(watchQuery(opts));
     const stream = this.transport.stream(path, opts.signal, {
       ...(opts.omitManagedFields ? { omitManagedFields: true } : {}),
+      ...(this.#protobuf && protobufKnows(res.apiVersion, res.kind) ? { protobuf: true } : {}),
     });
     for await (const raw of stream) {
       const event = raw as { type?: string; object?: unknown };

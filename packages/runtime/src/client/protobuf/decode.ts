@@ -1,0 +1,105 @@
+/**
+ * Kubernetes objects from their protobuf encoding, as the JSON the API server would have sent for them.
+ *
+ * The API server encodes built-in kinds in protobuf when asked (client-go always asks); decoding it skips
+ * what JSON costs: quoted keys, escaped strings, and managedFields parsed only to be dropped. The result
+ * must be what JSON.parse of the server's JSON gives, so the decoders follow Go's JSON encoder over the
+ * decoded Go struct: fields in declaration order; `omitempty` leaves out zero scalars, empty slices and
+ * maps, never structs; an absent pointer, slice or map without it is `null`, an absent scalar its zero;
+ * times in RFC 3339, IntOrString a number or string, Quantity its string, bytes base64; embedded structs
+ * inlined. The layout comes from the Go types (schema.generated.ts); compile.ts makes the decoders.
+ *
+ * A field number the schema does not know (a server newer than the schema) throws ProtobufSchemaError.
+ */
+import { type MessageDecoder, MessageDecoders } from './compile.ts';
+import { ProtobufSchemaError } from './errors.ts';
+import { SCHEMA } from './schema.generated.ts';
+import type { ProtobufSchema } from './schema-types.ts';
+
+export { ProtobufSchemaError };
+
+export interface DecodeOptions {
+  /** Leave `metadata.managedFields` out (informers drop them anyway): skipped without being decoded. */
+  omitManagedFields?: boolean;
+}
+
+/** Whether the built-in schema has this kind ("apps/v1", "StatefulSet"). */
+export function protobufKnows(apiVersion: string, kind: string): boolean {
+  return Object.hasOwn(SCHEMA.kinds, `${apiVersion}/${kind}`);
+}
+
+/** Decodes the objects and lists of a schema's kinds. */
+export class ProtobufDecoder {
+  readonly #schema: ProtobufSchema;
+  readonly #decoders: MessageDecoders;
+
+  constructor(schema: ProtobufSchema = SCHEMA) {
+    this.#schema = schema;
+    this.#decoders = new MessageDecoders(schema);
+  }
+
+  /** Whether objects of this apiVersion and kind can be decoded ("apps/v1", "StatefulSet"). */
+  knows(apiVersion: string, kind: string): boolean {
+    return Object.hasOwn(this.#schema.kinds, `${apiVersion}/${kind}`);
+  }
+
+  /** One object's message bytes (no envelope), as JSON would give it, with kind and apiVersion first. */
+  object(
+    apiVersion: string,
+    kind: string,
+    buf: Buffer,
+    start = 0,
+    end = buf.length,
+    opts: DecodeOptions = {},
+  ): Record<string, unknown> {
+    const decode = this.#kind(apiVersion, kind);
+    return decode(buf, start, end, opts.omitManagedFields ?? false, { kind, apiVersion });
+  }
+
+  /** A `<Kind>List`'s bytes: its items (without apiVersion and kind, as in JSON lists) and its metadata. */
+  list(
+    apiVersion: string,
+    kind: string,
+    buf: Buffer,
+    start = 0,
+    end = buf.length,
+    opts: DecodeOptions = {},
+  ): { metadata: Record<string, unknown>; items: Record<string, unknown>[] } {
+    const decode = this.#kind(apiVersion, kind);
+    const omit = opts.omitManagedFields ?? false;
+    const items: Record<string, unknown>[] = [];
+    let meta: [number, number] = [0, 0];
+    let p = start;
+    while (p < end) {
+      const [tag, afterTag] = varint(buf, p);
+      if ((tag & 7) !== 2) throw new ProtobufSchemaError(`${kind}List: unexpected tag ${tag}`);
+      const [len, from] = varint(buf, afterTag);
+      p = from + len;
+      if (p > end) throw new ProtobufSchemaError(`${kind}List: truncated`);
+      if (tag >>> 3 === 1) meta = [from, p];
+      else if (tag >>> 3 === 2) items.push(decode(buf, from, p, omit));
+    }
+    const metadata = this.#decoders.get('meta.v1.ListMeta')(buf, meta[0], meta[1], omit);
+    return { metadata, items };
+  }
+
+  #kind(apiVersion: string, kind: string): MessageDecoder {
+    const name = this.#schema.kinds[`${apiVersion}/${kind}`];
+    if (!name) throw new ProtobufSchemaError(`no protobuf layout for ${apiVersion} ${kind}`);
+    return this.#decoders.get(name);
+  }
+}
+
+/** A varint at p and the position after it. */
+export function varint(buf: Buffer, p: number): [number, number] {
+  let x = 0;
+  let scale = 1;
+  for (let i = 0; i < 10; i++) {
+    const b = buf[p++];
+    if (b === undefined) throw new ProtobufSchemaError('truncated varint');
+    x += (b & 0x7f) * scale;
+    if (b < 0x80) return [x, p];
+    scale *= 128;
+  }
+  throw new ProtobufSchemaError('malformed varint');
+}

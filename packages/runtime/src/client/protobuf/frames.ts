@@ -1,0 +1,156 @@
+/**
+ * The API server's protobuf envelopes: every object or list is `k8s\0` + runtime.Unknown {typeMeta = 1
+ * {apiVersion = 1, kind = 2}, raw = 2, contentEncoding = 3, contentType = 4}; a watch stream
+ * (`application/vnd.kubernetes.protobuf;stream=watch`) is frames of a 4-byte big-endian length and a
+ * metav1.WatchEvent {type = 1, object = 2: RawExtension {raw = 1: an enveloped object}}, itself not
+ * enveloped.
+ */
+import { type DecodeOptions, type ProtobufDecoder, varint } from './decode.ts';
+import { ProtobufSchemaError } from './errors.ts';
+
+export const PROTOBUF = 'application/vnd.kubernetes.protobuf';
+export const PROTOBUF_WATCH = 'application/vnd.kubernetes.protobuf;stream=watch';
+
+const MAGIC = [0x6b, 0x38, 0x73, 0x00]; // "k8s\0"
+const MAX_FRAME = 64 * 1024 * 1024;
+
+export interface Envelope {
+  apiVersion: string;
+  kind: string;
+  /** the message's bytes: buf[start, end) */
+  start: number;
+  end: number;
+}
+
+/** Opens an envelope at buf[start, end). */
+export function envelope(buf: Buffer, start = 0, end = buf.length): Envelope {
+  for (let i = 0; i < 4; i++) {
+    if (buf[start + i] !== MAGIC[i]) throw new ProtobufSchemaError('not a Kubernetes protobuf envelope');
+  }
+  let apiVersion = '';
+  let kind = '';
+  let raw: [number, number] = [0, 0];
+  let p = start + 4;
+  while (p < end) {
+    const [tag, afterTag] = varint(buf, p);
+    const [len, from] = varint(buf, afterTag);
+    if ((tag & 7) !== 2) throw new ProtobufSchemaError('malformed envelope');
+    const to = from + len;
+    if (to > end) throw new ProtobufSchemaError('truncated envelope');
+    if (tag >>> 3 === 1) {
+      let q = from;
+      while (q < to) {
+        const [t, at] = varint(buf, q);
+        const [l, f] = varint(buf, at);
+        if (t === 0x0a) apiVersion = buf.toString('utf8', f, f + l);
+        else if (t === 0x12) kind = buf.toString('utf8', f, f + l);
+        q = f + l;
+      }
+    } else if (tag >>> 3 === 2) raw = [from, to];
+    else if (tag >>> 3 === 3 && len > 0)
+      throw new ProtobufSchemaError('compressed envelopes are not supported');
+    p = to;
+  }
+  return { apiVersion, kind, start: raw[0], end: raw[1] };
+}
+
+/** A watch event's type and object (JSON's shape: {type, object}). */
+export function watchEvent(
+  decoder: ProtobufDecoder,
+  buf: Buffer,
+  opts: DecodeOptions,
+): { type: string; object: Record<string, unknown> } {
+  let type = '';
+  let object: Record<string, unknown> | undefined;
+  let p = 0;
+  while (p < buf.length) {
+    const [tag, afterTag] = varint(buf, p);
+    const [len, from] = varint(buf, afterTag);
+    const to = from + len;
+    if (tag === 0x0a) type = buf.toString('utf8', from, to);
+    else if (tag === 0x12) {
+      // RawExtension {raw = 1}
+      let q = from;
+      while (q < to) {
+        const [t, at] = varint(buf, q);
+        const [l, f] = varint(buf, at);
+        if (t === 0x0a) {
+          const inner = envelope(buf, f, f + l);
+          object = decoder.object(inner.apiVersion, inner.kind, buf, inner.start, inner.end, opts);
+        }
+        q = f + l;
+      }
+    } else throw new ProtobufSchemaError(`malformed watch event (tag ${tag})`);
+    p = to;
+  }
+  if (!type || !object) throw new ProtobufSchemaError('watch event without type or object');
+  return { type, object };
+}
+
+/** Splits a watch stream's bytes into frames. Chunks may end anywhere. */
+export class FrameDecoder {
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
+  /** The byte length the pending frame needs (header included), once its header is in. */
+  #need = 0;
+
+  /** Feeds one chunk; returns the frames it completed (each a Buffer, possibly a view of the chunk). */
+  write(chunk: Uint8Array): Buffer[] {
+    let buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+    if (this.#pendingBytes > 0) {
+      // A frame arriving in many chunks is joined once, when all of it is in.
+      this.#pending.push(buf);
+      this.#pendingBytes += buf.length;
+      if (this.#need === 0 && this.#pendingBytes >= 4) this.#need = 4 + this.#header();
+      if (this.#need === 0 || this.#pendingBytes < this.#need) return [];
+      buf = Buffer.concat(this.#pending, this.#pendingBytes);
+      this.#pending = [];
+      this.#pendingBytes = 0;
+      this.#need = 0;
+    }
+    const frames: Buffer[] = [];
+    let p = 0;
+    while (buf.length - p >= 4) {
+      const len = frameLength(buf, p);
+      if (buf.length - p - 4 < len) break;
+      frames.push(buf.subarray(p + 4, p + 4 + len));
+      p += 4 + len;
+    }
+    if (p < buf.length) {
+      // The start of the next frame, copied: holding a view would pin the whole chunk.
+      const rest = Buffer.from(buf.subarray(p));
+      this.#pending.push(rest);
+      this.#pendingBytes = rest.length;
+      this.#need = rest.length >= 4 ? 4 + frameLength(rest, 0) : 0;
+    }
+    return frames;
+  }
+
+  /** Whether a partial frame is left (the stream ended inside one). */
+  get partial(): boolean {
+    return this.#pendingBytes > 0;
+  }
+
+  #header(): number {
+    return frameLength(Buffer.concat(this.#pending, this.#pendingBytes).subarray(0, 4), 0);
+  }
+}
+
+function frameLength(buf: Buffer, p: number): number {
+  const len = buf.readUInt32BE(p);
+  if (len > MAX_FRAME) throw new ProtobufSchemaError(`watch frame of ${len} bytes`);
+  return len;
+}
+
+/** The watch events of a protobuf watch stream, as JSON's `{type, object}` values. */
+export async function* protobufWatchEvents(
+  source: AsyncIterable<Uint8Array>,
+  decoder: ProtobufDecoder,
+  opts: DecodeOptions = {},
+): AsyncGenerator<unknown, void, undefined> {
+  const frames = new FrameDecoder();
+  for await (const chunk of source) {
+    for (const frame of frames.write(chunk)) yield watchEvent(decoder, frame, opts);
+  }
+  if (frames.partial) throw new ProtobufSchemaError('the watch stream ended inside a frame');
+}

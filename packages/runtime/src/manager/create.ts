@@ -25,6 +25,7 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
       ...(opts.fieldManager !== undefined ? { fieldManager: opts.fieldManager } : {}),
       onRequest: metrics.restClientObserver(),
       ...(opts.transport !== undefined ? { transport: opts.transport } : {}),
+      ...(opts.wireFormat !== undefined ? { wireFormat: opts.wireFormat } : {}),
     };
     const built = createClient(config, {
       ...clientOptions,
@@ -57,5 +58,6 @@ export async function createManager(opts: ManagerOptions = {}): Promise<Manager>
   delete (init as ManagerOptions).fieldManager;
   delete (init as ManagerOptions).rateLimit;
   delete (init as ManagerOptions).transport;
+  delete (init as ManagerOptions).wireFormat;
   return new Manager(init);
 }

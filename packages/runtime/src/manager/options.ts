@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { CacheOptions } from '../cache/cache.ts';
 import type { TransportMode } from '../client/h2-sessions.ts';
 import type { RateLimitOptions } from '../client/rate-limit.ts';
+import type { WireFormat } from '../client/rest-client.ts';
 import type { Client } from '../client/types.ts';
 import type { MetricsRegistry } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
@@ -60,6 +61,11 @@ export interface ManagerOptions {
    * OPKIT_TRANSPORT, else 'http1'. See ClientOptions.transport. Ignored with `client`.
    */
   transport?: TransportMode;
+  /**
+   * The built clients' wire format for watches of built-in kinds: 'protobuf' or 'json'. Default:
+   * OPKIT_WIRE_FORMAT, else 'protobuf'. See ClientOptions.wireFormat. Ignored with `client`.
+   */
+  wireFormat?: WireFormat;
   /** Restricts the cache to one namespace (unless `cache.namespace` says otherwise); Lease default. */
   namespace?: string;
   leaderElection?: LeaderElectionOptions;
@@ -103,7 +109,10 @@ export interface StartOptions {
 }
 
 export interface ManagerInit
-  extends Omit<ManagerOptions, 'kubeconfig' | 'context' | 'fieldManager' | 'rateLimit' | 'transport'> {
+  extends Omit<
+    ManagerOptions,
+    'kubeconfig' | 'context' | 'fieldManager' | 'rateLimit' | 'transport' | 'wireFormat'
+  > {
   client: Client;
   /** Lease namespace when neither leaderElection.namespace nor namespace is set. Default 'default'. */
   defaultNamespace?: string;

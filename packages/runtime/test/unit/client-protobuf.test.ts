@@ -295,7 +295,8 @@ describe('protobuf envelopes and watch frames', () => {
 
 describe('the client over protobuf', () => {
   test('OPKIT_WIRE_FORMAT: json or protobuf; anything else is an error naming it', () => {
-    assert.equal(wireFormatFrom(undefined), 'json');
+    assert.equal(wireFormatFrom(undefined), 'protobuf');
+    assert.equal(wireFormatFrom('json'), 'json');
     assert.equal(wireFormatFrom('protobuf'), 'protobuf');
     assert.throws(() => wireFormatFrom('proto'), /OPKIT_WIRE_FORMAT=proto: expected json or protobuf/);
   });

@@ -117,8 +117,9 @@ export class FrameDecoder {
       p += 4 + len;
     }
     if (p < buf.length) {
-      // The start of the next frame, copied: holding a view would pin the whole chunk.
-      const rest = Buffer.from(buf.subarray(p));
+      // The start of the next frame: a view, held only until the rest of the frame arrives (the server
+      // writes whole frames), when the parts are joined once.
+      const rest = buf.subarray(p);
       this.#pending.push(rest);
       this.#pendingBytes = rest.length;
       this.#need = rest.length >= 4 ? 4 + frameLength(rest, 0) : 0;

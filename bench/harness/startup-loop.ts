@@ -5,7 +5,7 @@
  * its CPU by then. The full benchmark measures this once per run, each on a fresh control plane; this
  * gives the spread of many starts at the cost of a few seconds each, and A/B runs of two opkit builds
  * (`--impls opkit,opkit=/path/to/other/main.js`; copy the other build next to dist/main.js) or of one build
- * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=protobuf`).
+ * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=json`).
  *
  *   node bench/harness/startup-loop.ts --n 1000 --rounds 8 --impls opkit,controller-runtime
  */
@@ -41,11 +41,17 @@ interface Impl {
   script?: string;
   env?: NodeJS.ProcessEnv;
 }
+/** "a=b=c" -> ["a", "b=c"]; "a" -> ["a", undefined]. */
+function splitOnce(s: string): [string, string | undefined] {
+  const i = s.indexOf('=');
+  return i === -1 ? [s, undefined] : [s.slice(0, i), s.slice(i + 1)];
+}
+
 const work = mkdtempSync(join(tmpdir(), 'opkit-startup-loop-'));
 const impls: Impl[] = (values.impls ?? '').split(',').map((full) => {
   const [spec = '', ...envPairs] = full.split('+');
-  const extraEnv = Object.fromEntries(envPairs.map((pair) => pair.split('=') as [string, string]));
-  const [name, path] = spec.split('=');
+  const extraEnv = Object.fromEntries(envPairs.map((pair) => splitOnce(pair)));
+  const [name, path] = splitOnce(spec);
   if (name === 'controller-runtime') return { label: name, impl: name };
   if (name !== 'opkit') throw new Error(`--impls: unknown implementation ${name}`);
   const script = path ? resolve(path) : opkitMain(log);

@@ -12,6 +12,7 @@ import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
 import { nodeHttp } from '../util/node-http.ts';
 import { authenticate, reauthenticate } from './auth.ts';
+import { encodeBody, parseBody, parseErrorBody } from './bodies.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
 import {
   type ApiError,
@@ -35,9 +36,11 @@ import {
 } from './pools.ts';
 import { ProtobufDecoder, ProtobufSchemaError } from './protobuf/decode.ts';
 import { PROTOBUF, protobufWatchEvents } from './protobuf/frames.ts';
+import { SCHEMA_API_VERSION } from './protobuf/schema.generated.ts';
 import { buildQuery, type Query } from './query.ts';
 
 export { authenticate, reauthenticate } from './auth.ts';
+export { parseBody } from './bodies.ts';
 export type { TransportMode } from './h2-sessions.ts';
 export { JsonLineDecoder, type JsonLinesOptions, jsonLines } from './json-lines.ts';
 export { withoutManagedFields } from './managed-fields.ts';
@@ -349,7 +352,11 @@ export class HttpTransport {
       if (err instanceof ProtobufSchemaError) {
         // A kind or field the schema does not know (a newer server): JSON from now on, for every stream.
         this.#protobufOff = true;
-        throw err;
+        throw new ProtobufSchemaError(
+          `${err.message}; this client reads JSON from now on (the schema is of k8s.io/api ${SCHEMA_API_VERSION}; ` +
+            'packages/runtime/tools/protobuf-schema regenerates it for a newer one)',
+          { cause: err },
+        );
       }
       throw new ConnectionError(`stream ${path} from ${this.config.host} broke: ${messageOf(err)}`, err);
     } finally {
@@ -509,7 +516,13 @@ export class HttpTransport {
           throw res.error;
         }
         this.#metric('GET', String(res.status), start);
-        if ('body' in res) throw this.#apiError(res.status, parseBody(res.body), res.headers);
+        if ('body' in res) {
+          throw this.#apiError(
+            res.status,
+            parseErrorBody(res.body, res.headers, this.#protobuf),
+            res.headers,
+          );
+        }
         const { stream, session } = res;
         return {
           body: stream,
@@ -587,7 +600,10 @@ export class HttpTransport {
         }
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => finish(this.#apiError(status, parseBody(Buffer.concat(chunks)), res.headers)));
+        res.on('end', () => {
+          const body = parseErrorBody(Buffer.concat(chunks), res.headers, this.#protobuf);
+          finish(this.#apiError(status, body, res.headers));
+        });
         res.on('error', (err) => finish(this.#connectionError('GET', path, err)));
       });
       req.end();
@@ -596,24 +612,6 @@ export class HttpTransport {
 
   #connectionError(method: string, path: string, err: Error): ConnectionError {
     return new ConnectionError(`${method} ${path} to ${this.config.host} failed: ${messageOf(err)}`, err);
-  }
-}
-
-function encodeBody(body: unknown): Buffer | undefined {
-  if (body === undefined) return undefined;
-  if (Buffer.isBuffer(body)) return body;
-  if (typeof body === 'string') return Buffer.from(body, 'utf8');
-  return Buffer.from(JSON.stringify(body), 'utf8');
-}
-
-/** A response body: parsed JSON, else its text; undefined when empty. */
-export function parseBody(body: Buffer): unknown {
-  if (body.length === 0) return undefined;
-  const text = body.toString('utf8');
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
   }
 }
 

@@ -54,7 +54,8 @@ export type WireFormat = 'json' | 'protobuf';
 /** The wire format of clients that don't choose: OPKIT_WIRE_FORMAT (json, protobuf), else 'protobuf'. */
 export function wireFormatFrom(value: string | undefined): WireFormat {
   if (value === undefined || value === '') return 'protobuf';
-  if (value === 'json' || value === 'protobuf') return value;
+  const format = value.toLowerCase();
+  if (format === 'json' || format === 'protobuf') return format;
   throw new Error(`OPKIT_WIRE_FORMAT=${value}: expected json or protobuf`);
 }
 

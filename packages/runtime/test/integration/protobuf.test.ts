@@ -10,7 +10,13 @@ import { after, before, describe, test } from 'node:test';
 import { type ControlPlane, start } from '@opkit/controlplane';
 import { ConfigMaps, Namespaces } from '../../src/api/builtin.ts';
 import type { KubeObject } from '../../src/api/object.ts';
-import { createClient, loadConfig, type RestClient, type RestConfig } from '../../src/client/index.ts';
+import {
+  BadRequestError,
+  createClient,
+  loadConfig,
+  type RestClient,
+  type RestConfig,
+} from '../../src/client/index.ts';
 import { ProtobufDecoder } from '../../src/client/protobuf/decode.ts';
 import { envelope, PROTOBUF } from '../../src/client/protobuf/frames.ts';
 import { SCHEMA } from '../../src/client/protobuf/schema.generated.ts';
@@ -366,12 +372,49 @@ describe('protobuf decoding against a real API server', () => {
         stop.abort();
         return seen;
       };
-      const [overJson, overPb] = [await initial(client), await initial(pbClient)];
+      // Counts what the protobuf client decodes: a client that fell back to JSON would decode nothing.
+      let decoded = 0;
+      const object = ProtobufDecoder.prototype.object;
+      ProtobufDecoder.prototype.object = function (this: ProtobufDecoder, ...args) {
+        decoded++;
+        return object.apply(this, args);
+      };
+      let overJson: unknown[];
+      let overPb: unknown[];
+      try {
+        overJson = await initial(client);
+        assert.equal(decoded, 0, 'the JSON client decoded protobuf');
+        overPb = await initial(pbClient);
+      } finally {
+        ProtobufDecoder.prototype.object = object;
+      }
+      assert.ok(decoded > 20, `the protobuf client decoded ${decoded} objects`);
       assert.ok(overJson.length > 20);
       const objectsOf = (events: unknown[]) =>
         (events as { type: string; object: KubeObject }[]).filter((e) => e.type === 'ADDED');
       assert.deepEqual(objectsOf(overPb), objectsOf(overJson));
       for (const e of objectsOf(overPb)) assert.equal(e.object.metadata.managedFields, undefined);
+    } finally {
+      pbClient.close();
+    }
+  });
+
+  test('an error answer to a protobuf watch (a Status in protobuf) is the same typed error as over JSON', async () => {
+    const pbClient = createClient(config, { fieldManager: 'opkit-test', wireFormat: 'protobuf' });
+    const failure = async (c: RestClient): Promise<Error> => {
+      try {
+        for await (const _ of c.watch(ConfigMaps, { namespace: NS, labelSelector: 'app in (' })) break;
+      } catch (err) {
+        return err as Error;
+      }
+      throw new Error('the watch did not fail');
+    };
+    try {
+      const [overJson, overPb] = [await failure(client), await failure(pbClient)];
+      assert.ok(overJson instanceof BadRequestError, String(overJson));
+      assert.ok(overPb instanceof BadRequestError, String(overPb));
+      assert.equal(overPb.message, overJson.message);
+      assert.deepEqual(overPb.status, overJson.status);
     } finally {
       pbClient.close();
     }

@@ -7,10 +7,16 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { ConfigMaps } from '../../src/api/builtin.ts';
-import { createClient, wireFormatFrom } from '../../src/client/index.ts';
-import { goDuration } from '../../src/client/protobuf/compile.ts';
+import { ConnectionError, createClient, ForbiddenError, wireFormatFrom } from '../../src/client/index.ts';
 import { ProtobufDecoder, ProtobufSchemaError } from '../../src/client/protobuf/decode.ts';
-import { envelope, FrameDecoder, PROTOBUF_WATCH, watchEvent } from '../../src/client/protobuf/frames.ts';
+import {
+  envelope,
+  FrameDecoder,
+  PROTOBUF,
+  PROTOBUF_WATCH,
+  watchEvent,
+} from '../../src/client/protobuf/frames.ts';
+import { goDuration } from '../../src/client/protobuf/runtime.ts';
 import { startLocalServer } from './local-http.ts';
 
 // ---- a minimal protobuf encoder
@@ -196,7 +202,44 @@ describe('protobuf objects decode as the API server JSON-encodes them', () => {
     });
   });
 
+  test('map entries: a missing bytes value is "" (gogo makes []byte{}), a __proto__ key an own property', () => {
+    const secret = decoder.object(
+      'v1',
+      'Secret',
+      buf(entry(2, 'empty', []), entry(2, 'k', bytes(2, [104, 105]))),
+    );
+    assert.deepEqual(secret.data, { empty: '', k: 'aGk=' });
+    const cm = decoder.object(
+      'v1',
+      'ConfigMap',
+      buf(entry(2, '__proto__', str(2, 'x')), entry(2, 'a', str(2, 'b'))),
+    );
+    const data = cm.data as Record<string, unknown>;
+    assert.ok(Object.hasOwn(data, '__proto__'));
+    assert.equal(Object.getPrototypeOf(data), Object.prototype);
+    assert.deepEqual(data, JSON.parse('{"__proto__":"x","a":"b"}'));
+  });
+
+  test("omitManagedFields cuts the object's own managedFields only, as the JSON path does", () => {
+    const mf = msg(17, str(1, 'kube-controller-manager'));
+    // StatefulSet {metadata = 1 {managedFields}, spec = 2 {template = 3 {metadata = 1 {managedFields}}}}
+    const sts = buf(msg(1, str(1, 's'), mf), msg(2, msg(3, msg(1, str(1, 't'), mf))));
+    const out = decoder.object('apps/v1', 'StatefulSet', sts, 0, sts.length, { omitManagedFields: true }) as {
+      metadata: Record<string, unknown>;
+      spec: { template: { metadata: Record<string, unknown> } };
+    };
+    assert.deepEqual(out.metadata, { name: 's' });
+    assert.deepEqual(out.spec.template.metadata.managedFields, [{ manager: 'kube-controller-manager' }]);
+  });
+
   test('bytes the schema cannot account for throw ProtobufSchemaError, naming the message', () => {
+    // A string whose length runs past the end of its message (inside the buffer and past it).
+    const inner = [0x0a, 0x05, 0x61]; // ObjectMeta.name, 5 bytes announced, 1 there
+    assert.throws(
+      () => decoder.object('v1', 'ConfigMap', buf(bytes(1, inner), str(2, 'trailing'))),
+      ProtobufSchemaError,
+    );
+    assert.throws(() => decoder.object('v1', 'ConfigMap', buf(bytes(1, inner))), ProtobufSchemaError);
     assert.throws(
       () => decoder.object('v1', 'ConfigMap', buf(str(99, 'new field'))),
       (err: Error) =>
@@ -297,8 +340,63 @@ describe('the client over protobuf', () => {
   test('OPKIT_WIRE_FORMAT: json or protobuf; anything else is an error naming it', () => {
     assert.equal(wireFormatFrom(undefined), 'protobuf');
     assert.equal(wireFormatFrom('json'), 'json');
+    assert.equal(wireFormatFrom('JSON'), 'json');
     assert.equal(wireFormatFrom('protobuf'), 'protobuf');
     assert.throws(() => wireFormatFrom('proto'), /OPKIT_WIRE_FORMAT=proto: expected json or protobuf/);
+  });
+
+  test("an error answer in protobuf (a Status) keeps its message; a cut-off stream is the connection's fault", async () => {
+    const accepts: string[] = [];
+    let call = 0;
+    const server = await startLocalServer((req, res) => {
+      accepts.push(String(req.headers.accept));
+      call++;
+      if (call === 1) {
+        const status = buf(
+          msg(1),
+          str(2, 'Failure'),
+          str(3, 'configmaps is forbidden: not for you'),
+          str(4, 'Forbidden'),
+          int(6, 403),
+        );
+        res.writeHead(403, { 'Content-Type': PROTOBUF });
+        res.end(enveloped('v1', 'Status', status));
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': PROTOBUF_WATCH });
+      // Half a frame, then the end of the response.
+      const f = frame('ADDED', enveloped('v1', 'ConfigMap', buf(msg(1, str(1, 'a')))));
+      res.end(f.subarray(0, f.length - 3));
+    });
+    const client = createClient(server.config, { wireFormat: 'protobuf' });
+    try {
+      await assert.rejects(
+        async () => {
+          for await (const _ of client.watch(ConfigMaps, { namespace: 'ns' }))
+            assert.fail('no events expected');
+        },
+        (err: Error) =>
+          err instanceof ForbiddenError &&
+          err.message === 'configmaps is forbidden: not for you' &&
+          err.status.reason === 'Forbidden',
+      );
+      await assert.rejects(
+        async () => {
+          for await (const _ of client.watch(ConfigMaps, { namespace: 'ns' }))
+            assert.fail('no events expected');
+        },
+        (err: Error) => err instanceof ConnectionError && !(err instanceof ProtobufSchemaError),
+      );
+      // Still protobuf: neither was the schema's fault.
+      for await (const _ of client.watch(ConfigMaps, { namespace: 'ns' })) break;
+    } catch {
+      // the third watch fails the same way; only its Accept header matters
+    } finally {
+      client.close();
+      await server.close();
+    }
+    assert.equal(accepts.length, 3);
+    for (const accept of accepts) assert.match(accept, /^application\/vnd\.kubernetes\.protobuf/);
   });
 
   test('asks for protobuf for built-in kinds, decodes it, and falls back to JSON when it cannot', async () => {

@@ -64,7 +64,9 @@ var special = map[reflect.Type]string{
 	reflect.TypeOf(metav1.FieldsV1{}):      "fieldsv1",
 }
 
-// Field flags (schema.ts has the same).
+var marshaler = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+
+// Field flags (schema-types.ts has the same).
 const (
 	omitEmpty = 1
 	pointer   = 2
@@ -96,9 +98,12 @@ func typeOf(t reflect.Type) string {
 		return "bool"
 	case reflect.Int32, reflect.Int64, reflect.Int, reflect.Uint32, reflect.Uint64, reflect.Uint16, reflect.Int16:
 		return "int"
-	case reflect.Float64, reflect.Float32:
+	case reflect.Float64:
 		return "float"
 	case reflect.Struct:
+		if reflect.PointerTo(t).Implements(marshaler) || t.Implements(marshaler) {
+			panic(fmt.Sprintf("%s has its own MarshalJSON: add it to special and to compile.ts", t))
+		}
 		return message(t)
 	}
 	panic(fmt.Sprintf("unsupported type %s", t))
@@ -130,15 +135,18 @@ func message(t reflect.Type) string {
 			panic(err)
 		}
 		flags := 0
-		if parts[0] == "" && f.Anonymous {
+		if parts[0] == "" {
+			if !f.Anonymous || f.Type.Kind() != reflect.Struct {
+				panic(fmt.Sprintf("%s.%s: no JSON name and not an embedded struct", n, f.Name))
+			}
 			flags |= inline // encoding/json inlines an embedded struct without a name of its own
 		}
 		for _, o := range parts[1:] {
 			if o == "omitempty" {
 				flags |= omitEmpty
 			}
-			if o == "inline" {
-				flags |= inline
+			if o == "inline" && parts[0] != "" {
+				panic(fmt.Sprintf("%s.%s: inline with a name (encoding/json ignores it)", n, f.Name))
 			}
 			if o == "omitzero" {
 				flags |= omitZero
@@ -176,6 +184,10 @@ func message(t reflect.Type) string {
 		}
 		if flags&inline != 0 && !strings.Contains(typ, ".") {
 			panic(fmt.Sprintf("%s.%s: inline %s", n, f.Name, typ))
+		}
+		// compile.ts honours omitzero on times only (a zero time is null); anything else needs it taught.
+		if flags&omitZero != 0 && (flags&(pointer|slice|isMap) != 0 || (typ != "time" && typ != "microtime")) {
+			panic(fmt.Sprintf("%s.%s: omitzero on %s", n, f.Name, typ))
 		}
 		fields = append(fields, field{parts[0], num, typ, flags})
 	}

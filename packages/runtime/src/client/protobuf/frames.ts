@@ -133,7 +133,7 @@ export class FrameDecoder {
   }
 
   #header(): number {
-    return frameLength(Buffer.concat(this.#pending, this.#pendingBytes).subarray(0, 4), 0);
+    return frameLength(Buffer.concat(this.#pending, 4), 0);
   }
 }
 
@@ -151,7 +151,19 @@ export async function* protobufWatchEvents(
 ): AsyncGenerator<unknown, void, undefined> {
   const frames = new FrameDecoder();
   for await (const chunk of source) {
-    for (const frame of frames.write(chunk)) yield watchEvent(decoder, frame, opts);
+    for (const frame of frames.write(chunk)) {
+      let event: { type: string; object: Record<string, unknown> };
+      try {
+        event = watchEvent(decoder, frame, opts);
+      } catch (err) {
+        // Bytes that do not decode, whatever threw: the same bytes would come again over protobuf.
+        if (err instanceof ProtobufSchemaError) throw err;
+        throw new ProtobufSchemaError(`undecodable watch event: ${String(err)}`, { cause: err });
+      }
+      yield event;
+    }
   }
-  if (frames.partial) throw new ProtobufSchemaError('the watch stream ended inside a frame');
+  // Cut off inside a frame (a connection or HTTP/2 stream that ended early): a broken stream, not a
+  // schema problem; the transport reports it as such.
+  if (frames.partial) throw new Error('the watch stream ended inside a frame');
 }

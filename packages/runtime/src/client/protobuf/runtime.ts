@@ -1,0 +1,213 @@
+/** What the generated decoders (compile.ts) call: varints, times, quantities, int-or-strings, errors. */
+
+import type { MessageDecoder } from './compile.ts';
+import { ProtobufSchemaError } from './errors.ts';
+
+const ZERO_TIME_SECONDS = -62135596800; // Go's zero time.Time (year 1)
+
+/** The helpers generated code calls; `pos` is where the last read ended. */
+export class Runtime {
+  pos = 0;
+  readonly #times = new Map<number, string>();
+  readonly decoders = new Map<string, MessageDecoder>();
+
+  varint(buf: Buffer, p: number): number {
+    let b = buf[p++]!;
+    if (b < 0x80) {
+      this.pos = p;
+      return b;
+    }
+    let x = b & 0x7f;
+    b = buf[p++]!;
+    x |= (b & 0x7f) << 7;
+    if (b < 0x80) {
+      this.pos = p;
+      return x;
+    }
+    b = buf[p++]!;
+    x |= (b & 0x7f) << 14;
+    if (b < 0x80) {
+      this.pos = p;
+      return x;
+    }
+    b = buf[p++]!;
+    x |= (b & 0x7f) << 21;
+    if (b < 0x80) {
+      this.pos = p;
+      return x;
+    }
+    let value = x;
+    let scale = 2 ** 28;
+    for (let i = 4; i < 10; i++) {
+      b = buf[p++]!;
+      if (b === undefined) throw new ProtobufSchemaError('truncated varint');
+      value += (b & 0x7f) * scale;
+      if (b < 0x80) {
+        this.pos = p;
+        return value;
+      }
+      scale *= 128;
+    }
+    throw new ProtobufSchemaError('malformed varint');
+  }
+
+  /** A signed int32/int64 (negative values are 10-byte two's complement varints). */
+  signed(buf: Buffer, p: number): number {
+    const v = this.varint(buf, p);
+    if (v < 2 ** 63) return v;
+    let big = 0n;
+    let shift = 0n;
+    for (;;) {
+      const b = buf[p++]!;
+      big |= BigInt(b & 0x7f) << shift;
+      if (b < 0x80) break;
+      shift += 7n;
+    }
+    this.pos = p;
+    return Number(BigInt.asIntN(64, big));
+  }
+
+  /** Skips a field of this wire type whose value starts at p; returns where it ends. */
+  skip(buf: Buffer, p: number, wireType: number, end: number): number {
+    let to: number;
+    if (wireType === 0) {
+      this.varint(buf, p);
+      to = this.pos;
+    } else if (wireType === 1) to = p + 8;
+    else if (wireType === 2) {
+      const len = this.varint(buf, p);
+      to = this.pos + len;
+    } else if (wireType === 5) to = p + 4;
+    else throw new ProtobufSchemaError(`unsupported wire type ${wireType}`);
+    if (to > end) throw new ProtobufSchemaError('truncated message');
+    return to;
+  }
+
+  /** An own property named `__proto__`, as JSON.parse makes it. */
+  own(object: Record<string, unknown>, key: string, value: unknown): void {
+    Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true });
+  }
+
+  unknown(message: string, tag: number): never {
+    throw new ProtobufSchemaError(
+      `${message} has no field ${tag >>> 3} with wire type ${tag & 7} in opkit's protobuf schema (a newer API server?)`,
+    );
+  }
+
+  truncated(message: string): never {
+    throw new ProtobufSchemaError(`${message}: truncated`);
+  }
+
+  /** metav1.Time / MicroTime: Timestamp {seconds = 1, nanos = 2}; empty or Go's zero: null. */
+  time(buf: Buffer, from: number, to: number, micro: boolean): string | null {
+    if (from === to) return null;
+    let seconds = 0;
+    let nanos = 0;
+    let p = from;
+    while (p < to) {
+      const tag = buf[p++]!;
+      if (tag === 0x08) seconds = this.signed(buf, p);
+      else if (tag === 0x10) nanos = this.signed(buf, p);
+      else {
+        p = this.skip(buf, p, tag & 7, to);
+        continue;
+      }
+      p = this.pos;
+    }
+    if (seconds === ZERO_TIME_SECONDS && nanos === 0) return null;
+    if (!micro) {
+      // Objects made together share their seconds: the formatted times are kept (bounded).
+      const known = this.#times.get(seconds);
+      if (known !== undefined) return known;
+      if (this.#times.size >= 4096) this.#times.clear();
+      const formatted = `${new Date(seconds * 1000).toISOString().slice(0, 19)}Z`;
+      this.#times.set(seconds, formatted);
+      return formatted;
+    }
+    const iso = new Date(seconds * 1000).toISOString(); // 2026-12-06T14:30:00.000Z
+    return `${iso.slice(0, 19)}.${String(Math.floor(nanos / 1000)).padStart(6, '0')}Z`;
+  }
+
+  /** The byte range of field 1 (bytes) of a message: RawExtension.raw, FieldsV1.raw, Quantity.string. */
+  first(buf: Buffer, from: number, to: number): [number, number] | undefined {
+    let p = from;
+    let found: [number, number] | undefined;
+    while (p < to) {
+      const tag = buf[p++]!;
+      if (tag === 0x0a) {
+        const len = this.varint(buf, p);
+        p = this.pos + len;
+        found = [this.pos, p];
+      } else p = this.skip(buf, p, tag & 7, to);
+    }
+    return found;
+  }
+
+  quantity(buf: Buffer, from: number, to: number): string {
+    const r = this.first(buf, from, to);
+    return r ? buf.toString('utf8', r[0], r[1]) : '0';
+  }
+
+  json(buf: Buffer, from: number, to: number): unknown {
+    const r = this.first(buf, from, to);
+    return r ? JSON.parse(buf.toString('utf8', r[0], r[1])) : null;
+  }
+
+  /** intstr.IntOrString {type = 1 (0 int, 1 string), intVal = 2, strVal = 3}. */
+  intOrString(buf: Buffer, from: number, to: number): number | string {
+    let type = 0;
+    let intVal = 0;
+    let strVal = '';
+    let p = from;
+    while (p < to) {
+      const tag = buf[p++]!;
+      if (tag === 0x08) {
+        type = this.varint(buf, p);
+        p = this.pos;
+      } else if (tag === 0x10) {
+        intVal = this.signed(buf, p);
+        p = this.pos;
+      } else if (tag === 0x1a) {
+        const len = this.varint(buf, p);
+        strVal = buf.toString('utf8', this.pos, this.pos + len);
+        p = this.pos + len;
+      } else p = this.skip(buf, p, tag & 7, to);
+    }
+    return type === 1 ? strVal : intVal;
+  }
+
+  duration(buf: Buffer, from: number, to: number): string {
+    let ns = 0;
+    let p = from;
+    while (p < to) {
+      const tag = buf[p++]!;
+      if (tag === 0x08) {
+        ns = this.signed(buf, p);
+        p = this.pos;
+      } else p = this.skip(buf, p, tag & 7, to);
+    }
+    return goDuration(ns);
+  }
+}
+
+/** Go's time.Duration.String() for whole values (what the API's Durations hold). */
+export function goDuration(ns: number): string {
+  if (ns === 0) return '0s';
+  const sign = ns < 0 ? '-' : '';
+  let n = Math.abs(ns);
+  if (n < 1000) return `${sign}${n}ns`;
+  if (n < 1e6) return `${sign}${trimFraction(n / 1e3)}µs`;
+  if (n < 1e9) return `${sign}${trimFraction(n / 1e6)}ms`;
+  const h = Math.floor(n / 3.6e12);
+  n -= h * 3.6e12;
+  const m = Math.floor(n / 6e10);
+  n -= m * 6e10;
+  const s = `${trimFraction(n / 1e9)}s`;
+  if (h > 0) return `${sign}${h}h${m}m${s}`;
+  if (m > 0) return `${sign}${m}m${s}`;
+  return `${sign}${s}`;
+}
+
+function trimFraction(x: number): string {
+  return String(Number(x.toFixed(9)));
+}

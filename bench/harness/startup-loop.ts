@@ -5,7 +5,7 @@
  * its CPU by then. The full benchmark measures this once per run, each on a fresh control plane; this
  * gives the spread of many starts at the cost of a few seconds each, and A/B runs of two opkit builds
  * (`--impls opkit,opkit=/path/to/other/main.js`; copy the other build next to dist/main.js) or of one build
- * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=json`).
+ * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=protobuf`).
  *
  *   node bench/harness/startup-loop.ts --n 1000 --rounds 8 --impls opkit,controller-runtime
  */

@@ -96,6 +96,22 @@ describe('protobuf objects decode as the API server JSON-encodes them', () => {
     );
   });
 
+  test('short strings come from a shared table: every value is still its own, collisions included', () => {
+    // 20 000 distinct short names fill the 8192 slots many times over; each must come back as sent.
+    for (let i = 0; i < 20_000; i++) {
+      const name = `n-${i.toString(36)}`;
+      const out = decoder.object('v1', 'ConfigMap', buf(msg(1, str(1, name), str(3, 'ns'))));
+      assert.deepEqual(out.metadata, { name, namespace: 'ns' });
+    }
+    // Non-ASCII and long strings take the other path.
+    for (const name of ['é', 'ü'.repeat(30), 'x'.repeat(25)]) {
+      assert.equal(
+        (decoder.object('v1', 'ConfigMap', buf(msg(1, str(1, name)))).metadata as { name: string }).name,
+        name,
+      );
+    }
+  });
+
   test('absent fields: omitempty ones left out, others as Go zero values (null slices, {} structs)', () => {
     const out = decoder.object('v1', 'Pod', buf(msg(1, str(1, 'p'))));
     assert.deepEqual(out, {
@@ -338,7 +354,8 @@ describe('protobuf envelopes and watch frames', () => {
 
 describe('the client over protobuf', () => {
   test('OPKIT_WIRE_FORMAT: json or protobuf; anything else is an error naming it', () => {
-    assert.equal(wireFormatFrom(undefined), 'protobuf');
+    assert.equal(wireFormatFrom(undefined), 'json');
+    assert.equal(wireFormatFrom('protobuf'), 'protobuf');
     assert.equal(wireFormatFrom('json'), 'json');
     assert.equal(wireFormatFrom('JSON'), 'json');
     assert.equal(wireFormatFrom('protobuf'), 'protobuf');

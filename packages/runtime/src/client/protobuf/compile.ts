@@ -120,7 +120,7 @@ export class MessageDecoders {
           `if (to > end) rt.truncated(${JSON.stringify(name)});`,
           `let k = '', val;`,
           `while (q < to) { const t = buf[q++];`,
-          `  if (t === 0x0a) { const kl = rt.varint(buf, q); k = buf.utf8Slice(rt.pos, rt.pos + kl); q = rt.pos + kl; }`,
+          `  if (t === 0x0a) { const kl = rt.varint(buf, q); k = rt.string(buf, rt.pos, rt.pos + kl); q = rt.pos + kl; }`,
           `  else if (t === ${valueTag(type, 2)}) { ${readInto('val', type, 'q', { ...ctx, limit: 'to' })} }`,
           `  else q = rt.skip(buf, q, t & 7, to); }`,
           `if (q !== to) rt.truncated(${JSON.stringify(name)});`,
@@ -248,7 +248,7 @@ function readInto(target: string, type: string, at: string, ctx: ReadContext): s
 function valueExpr(type: string, from: string, to: string, ctx: ReadContext): string {
   switch (type) {
     case 'string':
-      return `buf.utf8Slice(${from}, ${to})`;
+      return `rt.string(buf, ${from}, ${to})`;
     case 'bytes':
       return `buf.base64Slice(${from}, ${to})`;
     case 'time':

@@ -6,8 +6,23 @@ import { ProtobufSchemaError } from './errors.ts';
 const ZERO_TIME_SECONDS = -62135596800; // Go's zero time.Time (year 1)
 
 /** The helpers generated code calls; `pos` is where the last read ended. */
+/**
+ * Buffer's undocumented but long-standing slice methods (Node 0.x to 24): `toString(encoding, start, end)`
+ * without its argument handling, which costs more than the copy for the short strings of an object.
+ */
+interface Slicing {
+  utf8Slice(start: number, end: number): string;
+  latin1Slice(start: number, end: number): string;
+}
+
+/** Strings up to this many bytes are shared (see Runtime.string); longer ones are rarely repeated. */
+const SHORT = 24;
+const SLOTS = 8192; // a power of two
+
 export class Runtime {
   pos = 0;
+  /** Recent short strings by a hash of their bytes: one instance per distinct value. */
+  readonly #short: (string | undefined)[] = new Array(SLOTS);
   readonly #times = new Map<number, string>();
   readonly decoders = new Map<string, MessageDecoder>();
 
@@ -49,6 +64,38 @@ export class Runtime {
       scale *= 128;
     }
     throw new ProtobufSchemaError('malformed varint');
+  }
+
+  /**
+   * The UTF-8 string at buf[from, to). Short ASCII strings (names, label keys and values, enum values
+   * such as "TCP") repeat across objects: they come from a small table, one instance per value, as
+   * JSON.parse shares its short values (V8 internalizes them); a miss or a collision just makes a new one.
+   */
+  string(buf: Buffer, from: number, to: number): string {
+    const len = to - from;
+    const slicing = buf as Buffer & Slicing;
+    if (len > SHORT || len === 0) return len === 0 ? '' : slicing.utf8Slice(from, to);
+    let h = 0x811c9dc5;
+    for (let i = from; i < to; i++) {
+      const b = buf[i]!;
+      if (b > 0x7f) return slicing.utf8Slice(from, to);
+      h = Math.imul(h ^ b, 0x01000193);
+    }
+    const slot = (h >>> 0) & (SLOTS - 1);
+    const known = this.#short[slot];
+    if (known !== undefined && known.length === len) {
+      let same = true;
+      for (let i = 0; i < len; i++) {
+        if (known.charCodeAt(i) !== buf[from + i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return known;
+    }
+    const made = slicing.latin1Slice(from, to); // ASCII: the same characters
+    this.#short[slot] = made;
+    return made;
   }
 
   /** A signed int32/int64 (negative values are 10-byte two's complement varints). */

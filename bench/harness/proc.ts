@@ -3,7 +3,7 @@
  * and peak RSS (VmHWM from /proc/<pid>/status), sampled while it runs so a late crash loses nothing.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 
 const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux x86-64
 
@@ -27,6 +27,31 @@ export function readProc(pid: number): ProcSample | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * CPU seconds of a process's threads by thread name (/proc/<pid>/task/<tid>/stat): the main thread apart
+ * from, for Node, V8's workers (garbage collection, the optimizing compiler) and libuv's.
+ */
+export function readThreadCpu(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const name =
+          String(tid) === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        const cpu = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+        byName.set(name, (byName.get(name) ?? 0) + cpu);
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+  } catch {
+    // the process ended
+  }
+  return byName;
 }
 
 export class MeasuredProcess {

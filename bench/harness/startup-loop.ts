@@ -2,10 +2,11 @@
  * Start-up to ready, many times over one populated control plane: the harness writes N Databases, their
  * children and status (the floor's writes, no operator), then starts each implementation in turn,
  * interleaved, `--rounds` times: time from spawn to its first 200 on /readyz (every informer synced) and
- * its CPU by then. The full benchmark measures this once per run, each on a fresh control plane; this
+ * its CPU by then (all threads, and the main thread's part: for Node the rest is V8's garbage collector
+ * and optimizing compiler, and libuv's pool). The full benchmark measures this once per run, each on a fresh control plane; this
  * gives the spread of many starts at the cost of a few seconds each, and A/B runs of two opkit builds
  * (`--impls opkit,opkit=/path/to/other/main.js`; copy the other build next to dist/main.js) or of one build
- * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=protobuf`).
+ * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=json`).
  *
  *   node bench/harness/startup-loop.ts --n 1000 --rounds 8 --impls opkit,controller-runtime
  */
@@ -19,6 +20,7 @@ import { inputs } from './desired.ts';
 import { buildGoPeer, deployedEnv, deployedNodeFlags, opkitMain, startOperator, waitReady } from './impls.ts';
 import { Kube, runConcurrently } from './kube.ts';
 import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
+import { readThreadCpu } from './proc.ts';
 import { floorWrite, installCrd, SCALE_FLAGS } from './scenarios.ts';
 
 const { values } = parseArgs({
@@ -28,8 +30,14 @@ const { values } = parseArgs({
     impls: { type: 'string', default: 'opkit,controller-runtime' },
     workers: { type: 'string', default: '2' },
     'peer-json': { type: 'boolean', default: false },
+    /** Node flags for every opkit entry instead of those of its image's ENTRYPOINT (experiments). */
+    'opkit-node-flags': { type: 'string' },
   },
 });
+const opkitNodeFlags =
+  values['opkit-node-flags'] !== undefined
+    ? values['opkit-node-flags'].split(' ').filter((f) => f.length > 0)
+    : deployedNodeFlags();
 const n = Number(values.n);
 const rounds = Number(values.rounds);
 const workers = Number(values.workers);
@@ -61,7 +69,7 @@ const impls: Impl[] = (values.impls ?? '').split(',').map((full) => {
     env = { ...(env ?? process.env), NODE_COMPILE_CACHE: join(work, `cc-${basename(script)}`) };
     execFileSync(
       process.execPath,
-      [...deployedNodeFlags(), '--input-type=module', '-e', `await import(${JSON.stringify(script)})`],
+      [...opkitNodeFlags, '--input-type=module', '-e', `await import(${JSON.stringify(script)})`],
       { env, stdio: 'ignore' },
     );
   }
@@ -72,8 +80,8 @@ if (impls.some((i) => i.impl === 'controller-runtime')) buildGoPeer(log);
 
 const cp = await start({ mode: 'apiserver', apiServerArgs: SCALE_FLAGS });
 const kube = new Kube(cp.kubeconfig, { maxSockets: 64 });
-const results = new Map<string, { ready: number[]; cpu: number[]; writes: number[] }>(
-  impls.map((i) => [i.label, { ready: [], cpu: [], writes: [] }]),
+const results = new Map<string, { ready: number[]; cpu: number[]; main: number[]; writes: number[] }>(
+  impls.map((i) => [i.label, { ready: [], cpu: [], main: [], writes: [] }]),
 );
 try {
   await installCrd(kube);
@@ -88,12 +96,15 @@ try {
         kubeconfigPath: cp.kubeconfigPath,
         logFile: join(work, `${impl.label.replace(/[^\w.-]/g, '_')}-${round}.log`),
         workers,
+        opkitNodeFlags,
         ...(impl.script ? { opkitScript: impl.script } : {}),
         ...(impl.env ? { opkitEnv: impl.env } : {}),
         ...(values['peer-json'] ? { peerJson: true } : {}),
       });
       const tReady = await waitReady(op);
       const cpu = op.proc.sample().cpuSeconds;
+      const threads =
+        op.proc.child.pid === undefined ? new Map<string, number>() : readThreadCpu(op.proc.child.pid);
       // Its start-up reconciles (no writes expected) run before the next start.
       await new Promise((r) => setTimeout(r, 4000));
       const after = await scrapeRequestCounts(kube);
@@ -102,10 +113,15 @@ try {
       const r = results.get(impl.label)!;
       r.ready.push((tReady - op.startedAt) / 1000);
       r.cpu.push(cpu);
+      r.main.push(threads.get('main') ?? Number.NaN);
       r.writes.push(writes);
       log(
         `round ${round + 1} ${impl.label}: ready in ${((tReady - op.startedAt) / 1000).toFixed(2)} s, ` +
-          `CPU ${cpu.toFixed(2)} s by then, ${writes} writes`,
+          `CPU ${cpu.toFixed(2)} s by then (main thread ${(threads.get('main') ?? Number.NaN).toFixed(2)} s; ` +
+          `${[...threads]
+            .filter(([n]) => n !== 'main' && (threads.get(n) ?? 0) > 0)
+            .map(([n, c]) => `${n} ${c.toFixed(2)}`)
+            .join(', ')}), ${writes} writes`,
       );
       await new Promise((r) => setTimeout(r, 1000));
     }
@@ -122,12 +138,13 @@ const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs)
 const first = results.get(impls[0]!.label)!;
 console.log(`N=${n}, ${rounds} interleaved rounds, --max-concurrent-reconciles ${workers}\n`);
 console.log(
-  `| implementation | ready (s), median | range | CPU by ready (s) | writes | ${impls[0]!.label} / this, ready |`,
+  `| implementation | ready (s), median | range | CPU by ready (s) | of it, main thread (s) | writes | ${impls[0]!.label} / this, ready |`,
 );
-console.log('| --- | --- | --- | --- | --- | --- |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
 for (const [label, r] of results) {
   console.log(
     `| ${label} | ${median(r.ready).toFixed(2)} | ${range(r.ready)} | ${median(r.cpu).toFixed(2)} | ` +
+      `${median(r.main).toFixed(2)} | ` +
       `${Math.max(...r.writes)} | ${(median(first.ready) / median(r.ready)).toFixed(2)} |`,
   );
 }

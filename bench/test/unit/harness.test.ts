@@ -8,6 +8,7 @@ import { compareSnapshots, KNOWN_DIFFERENCES, normalize, secretContext } from '.
 import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
 import { addCount, classify, type KubeObject, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
+import { readProc, readThreadCpu } from '../../harness/proc.ts';
 import { markdownTable, median, svgPlot } from '../../harness/report.ts';
 
 test('requests are classified by the verb and resource apiserver_request_total uses', () => {
@@ -225,4 +226,18 @@ test('what a peer does not do yet is a named known difference, not a child diffe
     [],
   );
   assert.equal(compareSnapshots('opkit', ref, 'client-node', other).childDiffs.length, 1);
+});
+
+test("a process's CPU by thread: the main thread apart, the threads' sum within its whole CPU", () => {
+  // Burn some CPU on this (the main) thread first.
+  const until = performance.now() + 200;
+  while (performance.now() < until) Math.sqrt(Math.random());
+  const threads = readThreadCpu(process.pid);
+  const main = threads.get('main') ?? 0;
+  assert.ok(main >= 0.1, `main thread CPU ${main}`);
+  const sum = [...threads.values()].reduce((a, b) => a + b, 0);
+  const whole = readProc(process.pid)?.cpuSeconds ?? 0;
+  // Threads that already ended count in the process's CPU, not in its task list.
+  assert.ok(main <= sum && sum <= whole + 0.05, `main ${main} s, threads ${sum} s, process ${whole} s`);
+  assert.deepEqual([...readThreadCpu(2 ** 22 + 7)], []);
 });

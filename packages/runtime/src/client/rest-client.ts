@@ -44,17 +44,17 @@ export interface ClientOptions {
    * 'protobuf': watches of built-in kinds ask for protobuf, as client-go does (custom resources stay
    * JSON); the objects come out as the JSON would have them (protobuf/decode.ts). A response the schema
    * cannot decode (a server newer than it, or code generation disallowed) turns the client back to JSON.
-   * 'json': JSON for everything. Defaults to OPKIT_WIRE_FORMAT, else 'json' (docs/runtime.md, Client, has
-   * the measured trade-off: faster start-up, more CPU and memory today).
+   * 'json': JSON for everything. Defaults to OPKIT_WIRE_FORMAT, else 'protobuf' (docs/runtime.md, Client,
+   * has the measured trade-off).
    */
   wireFormat?: WireFormat;
 }
 
 export type WireFormat = 'json' | 'protobuf';
 
-/** The wire format of clients that don't choose: OPKIT_WIRE_FORMAT (json, protobuf), else 'json'. */
+/** The wire format of clients that don't choose: OPKIT_WIRE_FORMAT (json, protobuf), else 'protobuf'. */
 export function wireFormatFrom(value: string | undefined): WireFormat {
-  if (value === undefined || value === '') return 'json';
+  if (value === undefined || value === '') return 'protobuf';
   const format = value.toLowerCase();
   if (format === 'json' || format === 'protobuf') return format;
   throw new Error(`OPKIT_WIRE_FORMAT=${value}: expected json or protobuf`);

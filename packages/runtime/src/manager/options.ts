@@ -63,7 +63,7 @@ export interface ManagerOptions {
   transport?: TransportMode;
   /**
    * The built clients' wire format for watches of built-in kinds: 'protobuf' or 'json'. Default:
-   * OPKIT_WIRE_FORMAT, else 'json'. See ClientOptions.wireFormat. Ignored with `client`.
+   * OPKIT_WIRE_FORMAT, else 'protobuf'. See ClientOptions.wireFormat. Ignored with `client`.
    */
   wireFormat?: WireFormat;
   /** Restricts the cache to one namespace (unless `cache.namespace` says otherwise); Lease default. */

@@ -354,7 +354,7 @@ describe('protobuf envelopes and watch frames', () => {
 
 describe('the client over protobuf', () => {
   test('OPKIT_WIRE_FORMAT: json or protobuf; anything else is an error naming it', () => {
-    assert.equal(wireFormatFrom(undefined), 'json');
+    assert.equal(wireFormatFrom(undefined), 'protobuf');
     assert.equal(wireFormatFrom('protobuf'), 'protobuf');
     assert.equal(wireFormatFrom('json'), 'json');
     assert.equal(wireFormatFrom('JSON'), 'json');

@@ -34,7 +34,7 @@ import {
   presumeDead,
   trackInFlight,
 } from './pools.ts';
-import { ProtobufDecoder, ProtobufSchemaError } from './protobuf/decode.ts';
+import { ProtobufSchemaError, sharedDecoder } from './protobuf/decode.ts';
 import { PROTOBUF, protobufWatchEvents } from './protobuf/frames.ts';
 import { SCHEMA_API_VERSION } from './protobuf/schema.generated.ts';
 import { buildQuery, type Query } from './query.ts';
@@ -163,7 +163,8 @@ export class HttpTransport {
   readonly #timeoutMs: number;
   readonly #onRequest: ((m: RequestMetric) => void) | undefined;
   readonly #base: URL;
-  readonly #protobuf = new ProtobufDecoder();
+  /** Compiled once per process (decoders are generated code), shared by every transport. */
+  readonly #protobuf = sharedDecoder();
   /** Set when a protobuf response could not be decoded: streams ask for JSON from then on. */
   #protobufOff = false;
   readonly #basePath: string;

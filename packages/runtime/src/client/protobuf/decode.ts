@@ -90,6 +90,14 @@ export class ProtobufDecoder {
   }
 }
 
+let shared: ProtobufDecoder | undefined;
+
+/** The built-in schema's decoder, one per process: clients share its compiled decoders. */
+export function sharedDecoder(): ProtobufDecoder {
+  shared ??= new ProtobufDecoder();
+  return shared;
+}
+
 /** A varint at p and the position after it. */
 export function varint(buf: Buffer, p: number): [number, number] {
   let x = 0;

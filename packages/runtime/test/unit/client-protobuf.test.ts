@@ -112,6 +112,15 @@ describe('protobuf objects decode as the API server JSON-encodes them', () => {
     }
   });
 
+  test('decoded objects are plain objects, as JSON.parse makes them', () => {
+    const out = decoder.object('v1', 'Service', buf(msg(1, str(1, 's')), msg(2, msg(1, int(3, 80)))));
+    const spec = out.spec as { ports: Record<string, unknown>[] };
+    for (const o of [out, out.metadata, spec, spec.ports[0]]) {
+      assert.equal(Object.getPrototypeOf(o), Object.prototype);
+      assert.equal((o as object).constructor, Object);
+    }
+  });
+
   test('absent fields: omitempty ones left out, others as Go zero values (null slices, {} structs)', () => {
     const out = decoder.object('v1', 'Pod', buf(msg(1, str(1, 'p'))));
     assert.deepEqual(out, {

@@ -153,7 +153,7 @@ export class MessageDecoders {
     });
     lines.push(`  default: rt.unknown(${JSON.stringify(name)}, tag);`, '  }', '}');
     lines.push(`if (p !== end) rt.truncated(${JSON.stringify(name)});`);
-    lines.push('const o = into ?? {};');
+    lines.push('const o = into ?? new O();');
     fields.forEach(([fieldName, , type, flags], i) => {
       const v = vars[i]!;
       const key = `o[${JSON.stringify(fieldName)}]`;
@@ -198,10 +198,14 @@ export class MessageDecoders {
     const body = lines.join('\n');
     let factory: (rt: Runtime, d: MessageDecoder[]) => MessageDecoder;
     try {
+      // Objects are made by `new O()`, O's prototype being Object.prototype: plain objects, as JSON.parse
+      // makes them, whose size V8 fits to the properties the message's objects get (in-object slack
+      // tracking), where `{}` keeps four in the object and the rest out of line (the Database operator's
+      // objects took 11 % more heap than from JSON.parse with `{}`, 5 % with this).
       factory = new Function(
         'rt',
         'd',
-        `return function decode(buf, start, end, omit, into) {\n${body}\n};`,
+        `function O() {}\nO.prototype = Object.prototype;\nreturn function decode(buf, start, end, omit, into) {\n${body}\n};`,
       ) as (rt: Runtime, d: MessageDecoder[]) => MessageDecoder;
     } catch (err) {
       // node --disallow-code-generation-from-strings: the client goes back to JSON.

@@ -38,11 +38,6 @@ export class ProtobufDecoder {
     this.#decoders = new MessageDecoders(schema);
   }
 
-  /** Whether objects of this apiVersion and kind can be decoded ("apps/v1", "StatefulSet"). */
-  knows(apiVersion: string, kind: string): boolean {
-    return Object.hasOwn(this.#schema.kinds, `${apiVersion}/${kind}`);
-  }
-
   /** One object's message bytes (no envelope), as JSON would give it, with kind and apiVersion first. */
   object(
     apiVersion: string,
@@ -69,16 +64,10 @@ export class ProtobufDecoder {
     const omit = opts.omitManagedFields ?? false;
     const items: Record<string, unknown>[] = [];
     let meta: [number, number] = [0, 0];
-    let p = start;
-    while (p < end) {
-      const [tag, afterTag] = varint(buf, p);
-      if ((tag & 7) !== 2) throw new ProtobufSchemaError(`${kind}List: unexpected tag ${tag}`);
-      const [len, from] = varint(buf, afterTag);
-      p = from + len;
-      if (p > end) throw new ProtobufSchemaError(`${kind}List: truncated`);
-      if (tag >>> 3 === 1) meta = [from, p];
-      else if (tag >>> 3 === 2) items.push(decode(buf, from, p, omit));
-    }
+    eachField(buf, start, end, `${kind}List`, (field, from, to) => {
+      if (field === 1) meta = [from, to];
+      else if (field === 2) items.push(decode(buf, from, to, omit));
+    });
     const metadata = this.#decoders.get('meta.v1.ListMeta')(buf, meta[0], meta[1], omit);
     return { metadata, items };
   }
@@ -98,8 +87,32 @@ export function sharedDecoder(): ProtobufDecoder {
   return shared;
 }
 
+/**
+ * Calls `visit` with the number and byte range of each field of the message at buf[from, to), every field
+ * being length-delimited (strings, bytes, messages: the envelopes, watch events and lists are only
+ * these). Throws ProtobufSchemaError, naming `what`, on any other wire type or a length past the end.
+ */
+export function eachField(
+  buf: Buffer,
+  from: number,
+  to: number,
+  what: string,
+  visit: (field: number, start: number, end: number) => void,
+): void {
+  let p = from;
+  while (p < to) {
+    const [tag, afterTag] = varint(buf, p);
+    if ((tag & 7) !== 2)
+      throw new ProtobufSchemaError(`${what}: unexpected field ${tag >>> 3} (wire type ${tag & 7})`);
+    const [len, start] = varint(buf, afterTag);
+    p = start + len;
+    if (p > to) throw new ProtobufSchemaError(`${what}: truncated`);
+    visit(tag >>> 3, start, p);
+  }
+}
+
 /** A varint at p and the position after it. */
-export function varint(buf: Buffer, p: number): [number, number] {
+function varint(buf: Buffer, p: number): [number, number] {
   let x = 0;
   let scale = 1;
   for (let i = 0; i < 10; i++) {

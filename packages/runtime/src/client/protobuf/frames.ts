@@ -5,7 +5,7 @@
  * metav1.WatchEvent {type = 1, object = 2: RawExtension {raw = 1: an enveloped object}}, itself not
  * enveloped.
  */
-import { type DecodeOptions, type ProtobufDecoder, varint } from './decode.ts';
+import { type DecodeOptions, eachField, type ProtobufDecoder } from './decode.ts';
 import { ProtobufSchemaError } from './errors.ts';
 
 export const PROTOBUF = 'application/vnd.kubernetes.protobuf';
@@ -30,27 +30,16 @@ export function envelope(buf: Buffer, start = 0, end = buf.length): Envelope {
   let apiVersion = '';
   let kind = '';
   let raw: [number, number] = [0, 0];
-  let p = start + 4;
-  while (p < end) {
-    const [tag, afterTag] = varint(buf, p);
-    const [len, from] = varint(buf, afterTag);
-    if ((tag & 7) !== 2) throw new ProtobufSchemaError('malformed envelope');
-    const to = from + len;
-    if (to > end) throw new ProtobufSchemaError('truncated envelope');
-    if (tag >>> 3 === 1) {
-      let q = from;
-      while (q < to) {
-        const [t, at] = varint(buf, q);
-        const [l, f] = varint(buf, at);
-        if (t === 0x0a) apiVersion = buf.toString('utf8', f, f + l);
-        else if (t === 0x12) kind = buf.toString('utf8', f, f + l);
-        q = f + l;
-      }
-    } else if (tag >>> 3 === 2) raw = [from, to];
-    else if (tag >>> 3 === 3 && len > 0)
+  eachField(buf, start + 4, end, 'envelope', (field, from, to) => {
+    if (field === 1) {
+      eachField(buf, from, to, 'envelope type', (f, a, b) => {
+        if (f === 1) apiVersion = buf.toString('utf8', a, b);
+        else if (f === 2) kind = buf.toString('utf8', a, b);
+      });
+    } else if (field === 2) raw = [from, to];
+    else if (field === 3 && to > from)
       throw new ProtobufSchemaError('compressed envelopes are not supported');
-    p = to;
-  }
+  });
   return { apiVersion, kind, start: raw[0], end: raw[1] };
 }
 
@@ -62,27 +51,17 @@ export function watchEvent(
 ): { type: string; object: Record<string, unknown> } {
   let type = '';
   let object: Record<string, unknown> | undefined;
-  let p = 0;
-  while (p < buf.length) {
-    const [tag, afterTag] = varint(buf, p);
-    const [len, from] = varint(buf, afterTag);
-    const to = from + len;
-    if (tag === 0x0a) type = buf.toString('utf8', from, to);
-    else if (tag === 0x12) {
-      // RawExtension {raw = 1}
-      let q = from;
-      while (q < to) {
-        const [t, at] = varint(buf, q);
-        const [l, f] = varint(buf, at);
-        if (t === 0x0a) {
-          const inner = envelope(buf, f, f + l);
-          object = decoder.object(inner.apiVersion, inner.kind, buf, inner.start, inner.end, opts);
-        }
-        q = f + l;
-      }
-    } else throw new ProtobufSchemaError(`malformed watch event (tag ${tag})`);
-    p = to;
-  }
+  eachField(buf, 0, buf.length, 'watch event', (field, from, to) => {
+    if (field === 1) type = buf.toString('utf8', from, to);
+    else if (field === 2) {
+      // RawExtension {raw = 1}: an enveloped object
+      eachField(buf, from, to, 'watch event object', (f, a, b) => {
+        if (f !== 1) return;
+        const inner = envelope(buf, a, b);
+        object = decoder.object(inner.apiVersion, inner.kind, buf, inner.start, inner.end, opts);
+      });
+    } else throw new ProtobufSchemaError(`malformed watch event (field ${field})`);
+  });
   if (!type || !object) throw new ProtobufSchemaError('watch event without type or object');
   return { type, object };
 }

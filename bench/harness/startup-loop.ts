@@ -6,7 +6,8 @@
  * and optimizing compiler, and libuv's pool). The full benchmark measures this once per run, each on a fresh control plane; this
  * gives the spread of many starts at the cost of a few seconds each, and A/B runs of two opkit builds
  * (`--impls opkit,opkit=/path/to/other/main.js`; copy the other build next to dist/main.js) or of one build
- * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=json`).
+ * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=json`) or Node flags
+ * (`--impls "opkit,opkit+NODE_FLAGS=--max-semi-space-size=4 --minor-ms"`: instead of the image's).
  *
  *   node bench/harness/startup-loop.ts --n 1000 --rounds 8 --impls opkit,controller-runtime
  */
@@ -42,12 +43,14 @@ const n = Number(values.n);
 const rounds = Number(values.rounds);
 const workers = Number(values.workers);
 const log = (line: string) => process.stderr.write(`${line}\n`);
+const NODE_FLAGS = 'NODE_FLAGS';
 
 interface Impl {
   label: string;
   impl: 'opkit' | 'controller-runtime';
   script?: string;
   env?: NodeJS.ProcessEnv;
+  nodeFlags?: string[];
 }
 /** "a=b=c" -> ["a", "b=c"]; "a" -> ["a", undefined]. */
 function splitOnce(s: string): [string, string | undefined] {
@@ -56,25 +59,33 @@ function splitOnce(s: string): [string, string | undefined] {
 }
 
 const work = mkdtempSync(join(tmpdir(), 'opkit-startup-loop-'));
-const impls: Impl[] = (values.impls ?? '').split(',').map((full) => {
+const impls: Impl[] = (values.impls ?? '').split(',').map((full, i) => {
   const [spec = '', ...envPairs] = full.split('+');
-  const extraEnv = Object.fromEntries(envPairs.map((pair) => splitOnce(pair)));
+  const extraEnv: Record<string, string | undefined> = Object.fromEntries(
+    envPairs.map((pair) => splitOnce(pair)),
+  );
+  // NODE_FLAGS is not passed on: its value replaces the Node flags of this entry (V8 flags that NODE_OPTIONS refuses).
+  const flags =
+    NODE_FLAGS in extraEnv ? (extraEnv[NODE_FLAGS] ?? '').split(' ').filter((f) => f) : opkitNodeFlags;
+  delete extraEnv[NODE_FLAGS];
   const [name, path] = splitOnce(spec);
   if (name === 'controller-runtime') return { label: name, impl: name };
   if (name !== 'opkit') throw new Error(`--impls: unknown implementation ${name}`);
   const script = path ? resolve(path) : opkitMain(log);
   // As the image does: Node's compile cache warmed for this script, with the flags it runs with.
-  let env: NodeJS.ProcessEnv | undefined = envPairs.length ? { ...process.env, ...extraEnv } : undefined;
+  let env: NodeJS.ProcessEnv | undefined = Object.keys(extraEnv).length
+    ? { ...process.env, ...extraEnv }
+    : undefined;
   if (deployedEnv().NODE_COMPILE_CACHE !== undefined) {
-    env = { ...(env ?? process.env), NODE_COMPILE_CACHE: join(work, `cc-${basename(script)}`) };
+    env = { ...(env ?? process.env), NODE_COMPILE_CACHE: join(work, `cc-${i}-${basename(script)}`) };
     execFileSync(
       process.execPath,
-      [...opkitNodeFlags, '--input-type=module', '-e', `await import(${JSON.stringify(script)})`],
+      [...flags, '--input-type=module', '-e', `await import(${JSON.stringify(script)})`],
       { env, stdio: 'ignore' },
     );
   }
   const label = `${path ? `opkit=${basename(script)}` : 'opkit'}${envPairs.map((e) => `+${e}`).join('')}`;
-  return { label, impl: 'opkit', script, ...(env ? { env } : {}) };
+  return { label, impl: 'opkit', script, nodeFlags: flags, ...(env ? { env } : {}) };
 });
 if (impls.some((i) => i.impl === 'controller-runtime')) buildGoPeer(log);
 
@@ -96,7 +107,7 @@ try {
         kubeconfigPath: cp.kubeconfigPath,
         logFile: join(work, `${impl.label.replace(/[^\w.-]/g, '_')}-${round}.log`),
         workers,
-        opkitNodeFlags,
+        opkitNodeFlags: impl.nodeFlags ?? opkitNodeFlags,
         ...(impl.script ? { opkitScript: impl.script } : {}),
         ...(impl.env ? { opkitEnv: impl.env } : {}),
         ...(values['peer-json'] ? { peerJson: true } : {}),

@@ -74,6 +74,14 @@ export class ConnectionError extends Error {
   }
 }
 
+/** The request did not complete within its timeout. */
+export class RequestTimeoutError extends ConnectionError {
+  constructor(message: string) {
+    super(message, undefined);
+    this.name = 'RequestTimeoutError';
+  }
+}
+
 /**
  * True when `err` (or an error in its cause chain) says the API server could not be reached at all: no
  * connection, a reset, a dead or timed-out connection. Retrying is the only thing to do, and an Event about

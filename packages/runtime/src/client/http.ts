@@ -1,6 +1,8 @@
 /**
- * A lean HTTP/1.1 transport to the API server: JSON in, JSON out, typed errors, keep-alive connection
- * pools per configuration (pools.ts), and newline-delimited JSON streams for watches (json-lines.ts).
+ * The transport to the API server: JSON in, JSON or protobuf out, typed errors, over HTTP/1.1 with
+ * keep-alive connection pools per configuration (h1-requests.ts, pools.ts) or HTTP/2 sessions
+ * (h2-requests.ts, h2-sessions.ts); watches as newline-delimited JSON (json-lines.ts) or protobuf frames
+ * (protobuf/frames.ts).
  *
  * A 401 Unauthorized is retried once with fresh credentials when the configuration can refresh them
  * (RestConfig.refreshCredentials: exec plugins run again, token files are re-read) and they changed:
@@ -19,9 +21,11 @@ import {
   ConnectionError,
   DeadConnectionError,
   errorFromStatus,
+  RequestTimeoutError,
   StaleConnectionError,
   UnauthorizedError,
 } from './errors.ts';
+import { type H1Context, type H1Failure, type H1Response, h1Open, h1Request } from './h1-requests.ts';
 import { type H2Context, h2Headers, h2Open, h2Request } from './h2-requests.ts';
 import { type H2Pool, h2PoolFor, type TransportMode, transportModeFrom } from './h2-sessions.ts';
 import { type JsonLinesOptions, jsonLines } from './json-lines.ts';
@@ -41,6 +45,7 @@ import { buildQuery, type Query } from './query.ts';
 
 export { authenticate, reauthenticate } from './auth.ts';
 export { parseBody } from './bodies.ts';
+export { RequestTimeoutError } from './errors.ts';
 export type { TransportMode } from './h2-sessions.ts';
 export { JsonLineDecoder, type JsonLinesOptions, jsonLines } from './json-lines.ts';
 export { withoutManagedFields } from './managed-fields.ts';
@@ -108,29 +113,9 @@ export interface HttpRequest {
   timeoutMs?: number;
 }
 
-/** The request did not complete within its timeout. */
-export class RequestTimeoutError extends ConnectionError {
-  constructor(message: string) {
-    super(message, undefined);
-    this.name = 'RequestTimeoutError';
-  }
-}
-
 const DEFAULT_TIMEOUT_MS = 60_000;
 /** The User-Agent of every request unless told otherwise. */
 export const USER_AGENT = `opkit/0.1.0 (node ${process.version})`;
-
-interface RawResponse {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/** An error the transport raised itself, marked so that a reused-socket reset can be retried. */
-interface AttemptFailure {
-  error: Error;
-  retryable: boolean;
-}
 
 /** Options of {@link HttpTransport.stream}. */
 export interface StreamOptions extends JsonLinesOptions {
@@ -168,9 +153,9 @@ export class HttpTransport {
   /** Set when a protobuf response could not be decoded: streams ask for JSON from then on. */
   #protobufOff = false;
   readonly #basePath: string;
-  readonly #module: typeof http | typeof https;
   /** The HTTP/2 sessions of the config and pool (http1Only for mode 'http1'). */
   readonly h2: H2Pool;
+  readonly #h1: H1Context;
 
   constructor(config: RestConfig, opts: TransportOptions = {}) {
     this.config = config;
@@ -181,7 +166,16 @@ export class HttpTransport {
     this.#onRequest = opts.onRequest;
     this.#base = new URL(config.server);
     this.#basePath = this.#base.pathname.replace(/\/+$/, '');
-    this.#module = this.#base.protocol === 'https:' ? https : nodeHttp;
+    this.#h1 = {
+      module: this.#base.protocol === 'https:' ? https : nodeHttp,
+      agent: this.agent,
+      host: config.host,
+      options: (method, path, auth, extra) => this.#options(method, path, auth, extra),
+      metric: (method, code, start) => this.#metric(method, code, start),
+      connectionError: (method, path, err) => this.#connectionError(method, path, err),
+      apiError: (status, body, headers) =>
+        this.#apiError(status, parseErrorBody(body, headers, this.#protobuf), headers),
+    };
   }
 
   /** Sends one request; resolves with the parsed JSON body (undefined when empty). Non-2xx throws typed. */
@@ -410,7 +404,7 @@ export class HttpTransport {
     auth: RequestAuth,
     signal: AbortSignal | undefined,
     timeoutMs = this.#timeoutMs,
-  ): Promise<RawResponse | AttemptFailure> {
+  ): Promise<H1Response | H1Failure> {
     if (signal?.aborted) throw abortReason(signal);
     const start = performance.now();
     const extra: Record<string, string> = {};
@@ -434,69 +428,10 @@ export class HttpTransport {
       }
       // The server does not speak h2: HTTP/1.1 from now on.
     }
-    return new Promise<RawResponse | AttemptFailure>((resolve, reject) => {
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      const req = this.#module.request(this.#options(method, path, auth, extra));
-      // Closed by the pool when another of its connections was found dead and this one stayed silent.
-      const conn = trackInFlight(this.agent, 'request', (error) => {
-        finish({ error, retryable: true });
-        req.destroy();
-      });
-      const finish = (result: RawResponse | AttemptFailure | Error): void => {
-        if (settled) return;
-        settled = true;
-        conn.done();
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (result instanceof Error) {
-          reject(result);
-          return;
-        }
-        this.#metric(method, 'error' in result ? '<error>' : String(result.status), start);
-        resolve(result);
-      };
-      const onAbort = (): void => {
-        finish(abortReason(signal as AbortSignal));
-        req.destroy();
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timeoutMs > 0) {
-        timer = setTimeout(() => {
-          const error = new RequestTimeoutError(
-            `${method} ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
-          );
-          // Sent and no answer in time: it likely sat on a dead pooled socket, and so may the others (a
-          // request still waiting for a free socket of a full pool proves nothing).
-          const sent = req.socket !== null;
-          finish({ error, retryable: false });
-          req.destroy();
-          if (sent) presumeDead(this.agent, this.config.host, error);
-        }, timeoutMs);
-      }
-      req.on('error', (err: NodeJS.ErrnoException) => {
-        const retryable = req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE');
-        finish({ error: this.#connectionError(method, path, err), retryable });
-      });
-      req.on('response', (res) => {
-        conn.alive();
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => {
-          conn.alive();
-          chunks.push(chunk);
-        });
-        res.on('end', () =>
-          finish({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-        );
-        res.on('error', (err) =>
-          finish({ error: this.#connectionError(method, path, err), retryable: false }),
-        );
-      });
-      req.end(body);
-    });
+    return h1Request(this.#h1, method, path, auth, extra, body, signal, timeoutMs, start);
   }
 
-  /** Opens a watch over HTTP/2 when the server speaks it, else HTTP/1.1 (see #open). */
+  /** Opens a watch over HTTP/2 when the server speaks it, else HTTP/1.1 (h1Open). */
   async #openAny(
     path: string,
     auth: RequestAuth,
@@ -534,7 +469,7 @@ export class HttpTransport {
         };
       }
     }
-    const opened = await this.#open(path, auth, signal, timeoutMs, accept);
+    const opened = await h1Open(this.#h1, path, auth, signal, timeoutMs, accept);
     if (!opened) return undefined;
     const { req, res } = opened;
     return {
@@ -546,69 +481,6 @@ export class HttpTransport {
         req.destroy();
       },
     };
-  }
-
-  /** Opens a stream: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
-  async #open(
-    path: string,
-    auth: RequestAuth,
-    signal: AbortSignal | undefined,
-    timeoutMs = this.#timeoutMs,
-    accept = 'application/json',
-  ): Promise<{ req: http.ClientRequest; res: http.IncomingMessage } | undefined> {
-    if (signal?.aborted) return undefined;
-    const start = performance.now();
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      const req = this.#module.request(this.#options('GET', path, auth, { Accept: accept }));
-      const finish = (err: Error | undefined, res?: http.IncomingMessage): void => {
-        if (settled) return;
-        settled = true;
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (err) reject(err);
-        else resolve(res ? { req, res } : undefined);
-      };
-      const onAbort = (): void => {
-        finish(undefined);
-        req.destroy();
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      if (timeoutMs > 0) {
-        timer = setTimeout(() => {
-          this.#metric('GET', '<error>', start);
-          const error = new RequestTimeoutError(
-            `GET ${path} to ${this.config.host} timed out after ${timeoutMs}ms`,
-          );
-          const sent = req.socket !== null;
-          finish(error);
-          req.destroy();
-          if (sent) presumeDead(this.agent, this.config.host, error);
-        }, timeoutMs);
-      }
-      req.on('error', (err) => {
-        if (settled) return;
-        this.#metric('GET', '<error>', start);
-        finish(this.#connectionError('GET', path, err));
-      });
-      req.on('response', (res) => {
-        const status = res.statusCode ?? 0;
-        this.#metric('GET', String(status), start);
-        if (status >= 200 && status <= 299) {
-          finish(undefined, res);
-          return;
-        }
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const body = parseErrorBody(Buffer.concat(chunks), res.headers, this.#protobuf);
-          finish(this.#apiError(status, body, res.headers));
-        });
-        res.on('error', (err) => finish(this.#connectionError('GET', path, err)));
-      });
-      req.end();
-    });
   }
 
   #connectionError(method: string, path: string, err: Error): ConnectionError {

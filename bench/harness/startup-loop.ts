@@ -3,7 +3,8 @@
  * children and status (the floor's writes, no operator), then starts each implementation in turn,
  * interleaved, `--rounds` times: time from spawn to its first 200 on /readyz (every informer synced) and
  * its CPU by then (all threads, and the main thread's part: for Node the rest is V8's garbage collector
- * and optimizing compiler, and libuv's pool). The full benchmark measures this once per run, each on a fresh control plane; this
+ * and optimizing compiler, and libuv's pool), and its peak RSS 4 s after ready, when its start-up reconciles
+ * have run. The full benchmark measures this once per run, each on a fresh control plane; this
  * gives the spread of many starts at the cost of a few seconds each, and A/B runs of two opkit builds
  * (`--impls opkit,opkit=/path/to/other/main.js`; copy the other build next to dist/main.js) or of one build
  * with a different environment (`--impls opkit,opkit+OPKIT_WIRE_FORMAT=json`) or Node flags
@@ -91,9 +92,10 @@ if (impls.some((i) => i.impl === 'controller-runtime')) buildGoPeer(log);
 
 const cp = await start({ mode: 'apiserver', apiServerArgs: SCALE_FLAGS });
 const kube = new Kube(cp.kubeconfig, { maxSockets: 64 });
-const results = new Map<string, { ready: number[]; cpu: number[]; main: number[]; writes: number[] }>(
-  impls.map((i) => [i.label, { ready: [], cpu: [], main: [], writes: [] }]),
-);
+const results = new Map<
+  string,
+  { ready: number[]; cpu: number[]; main: number[]; writes: number[]; rss: number[] }
+>(impls.map((i) => [i.label, { ready: [], cpu: [], main: [], writes: [], rss: [] }]));
 try {
   await installCrd(kube);
   const t0 = performance.now();
@@ -119,6 +121,7 @@ try {
       // Its start-up reconciles (no writes expected) run before the next start.
       await new Promise((r) => setTimeout(r, 4000));
       const after = await scrapeRequestCounts(kube);
+      const peakRss = op.proc.sample().hwmBytes / 2 ** 20;
       await op.proc.stop();
       const { writes } = summarize(diffCounts(after, before));
       const r = results.get(impl.label)!;
@@ -126,13 +129,14 @@ try {
       r.cpu.push(cpu);
       r.main.push(threads.get('main') ?? Number.NaN);
       r.writes.push(writes);
+      r.rss.push(peakRss);
       log(
         `round ${round + 1} ${impl.label}: ready in ${((tReady - op.startedAt) / 1000).toFixed(2)} s, ` +
           `CPU ${cpu.toFixed(2)} s by then (main thread ${(threads.get('main') ?? Number.NaN).toFixed(2)} s; ` +
           `${[...threads]
             .filter(([n]) => n !== 'main' && (threads.get(n) ?? 0) > 0)
             .map(([n, c]) => `${n} ${c.toFixed(2)}`)
-            .join(', ')}), ${writes} writes`,
+            .join(', ')}), ${writes} writes, peak RSS ${peakRss.toFixed(0)} MiB`,
       );
       await new Promise((r) => setTimeout(r, 1000));
     }
@@ -149,13 +153,13 @@ const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs)
 const first = results.get(impls[0]!.label)!;
 console.log(`N=${n}, ${rounds} interleaved rounds, --max-concurrent-reconciles ${workers}\n`);
 console.log(
-  `| implementation | ready (s), median | range | CPU by ready (s) | of it, main thread (s) | writes | ${impls[0]!.label} / this, ready |`,
+  `| implementation | ready (s), median | range | CPU by ready (s) | of it, main thread (s) | peak RSS (MiB) | writes | ${impls[0]!.label} / this, ready |`,
 );
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const [label, r] of results) {
   console.log(
     `| ${label} | ${median(r.ready).toFixed(2)} | ${range(r.ready)} | ${median(r.cpu).toFixed(2)} | ` +
-      `${median(r.main).toFixed(2)} | ` +
+      `${median(r.main).toFixed(2)} | ${median(r.rss).toFixed(0)} | ` +
       `${Math.max(...r.writes)} | ${(median(first.ready) / median(r.ready)).toFixed(2)} |`,
   );
 }

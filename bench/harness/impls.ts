@@ -36,6 +36,8 @@ export interface StartOptions {
   opkitEnv?: NodeJS.ProcessEnv;
   /** The controller-runtime peer talks JSON for built-in kinds too (its default: protobuf for them). */
   peerJson?: boolean;
+  /** More flags for the controller-runtime peer only, e.g. ['--zap-log-level=5'] (diagnostics). */
+  peerArgs?: string[];
   /** opkit's script instead of the one its image runs (A/B runs of two builds: startup-loop.ts). */
   opkitScript?: string;
 }
@@ -201,7 +203,12 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
       break;
     case 'controller-runtime':
       command = buildGoPeer();
-      args = [...common, ...resync, ...(opts.peerJson ? ['--content-type=application/json'] : [])];
+      args = [
+        ...common,
+        ...resync,
+        ...(opts.peerJson ? ['--content-type=application/json'] : []),
+        ...(opts.peerArgs ?? []),
+      ];
       break;
   }
   const startedAt = performance.now();

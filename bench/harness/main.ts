@@ -48,6 +48,11 @@ const { values } = parseArgs({
      * default is protobuf for them; experiments: the results say so).
      */
     'peer-json': { type: 'boolean', default: false },
+    /**
+     * More flags for the controller-runtime peer, space-separated, e.g. "--zap-log-level=5" (its debug log,
+     * each reconcile and status write; diagnostics: with --opkit-env LOG_LEVEL=debug for opkit's).
+     */
+    'peer-args': { type: 'string' },
     out: { type: 'string' },
     'no-latest': { type: 'boolean', default: false },
     /** Leave out the equivalence check that otherwise runs before every scenario (experiments only). */
@@ -109,6 +114,9 @@ const common: Omit<Parameters<typeof runOnce>[0], 'impl' | 'n' | 'phases' | 'wor
     cpuProf: values['cpu-prof'],
     workers: Number(values.workers),
     ...(values['peer-json'] ? { peerJson: true } : {}),
+    ...(values['peer-args'] !== undefined
+      ? { peerArgs: values['peer-args'].split(' ').filter((f) => f.length > 0) }
+      : {}),
     ...(values['opkit-node-flags'] !== undefined
       ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
       : {}),

@@ -61,6 +61,8 @@ export interface RunOptions {
   opkitEnv?: NodeJS.ProcessEnv;
   /** The controller-runtime peer talks JSON for built-in kinds too (`--peer-json`). */
   peerJson?: boolean;
+  /** More flags for the controller-runtime peer (`--peer-args`). */
+  peerArgs?: string[];
   /** The operators' resync period in runs with the steady phase, so that idle includes resyncs. */
   syncPeriod?: string;
   /** Keep the normalized children for the equivalence check. */
@@ -340,6 +342,7 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       ...(opts.opkitNodeFlags ? { opkitNodeFlags: opts.opkitNodeFlags } : {}),
       ...(opts.opkitEnv ? { opkitEnv: opts.opkitEnv } : {}),
       ...(opts.peerJson ? { peerJson: true } : {}),
+      ...(opts.peerArgs ? { peerArgs: opts.peerArgs } : {}),
       ...(opts.syncPeriod && opts.phases.includes('steady') ? { syncPeriod: opts.syncPeriod } : {}),
     });
   };

@@ -87,6 +87,8 @@ export interface RunResult {
   workers?: number;
   convergence?: {
     seconds: number;
+    /** The median Database's time, from the first create to its own convergence (older results: absent). */
+    medianSeconds?: number;
     createSeconds: number;
     requests: RequestSummary;
     cpuSeconds?: number;
@@ -126,6 +128,8 @@ export interface RunResult {
   };
   e2e?: {
     seconds: number;
+    /** The median Database's time, from the first create until it is Running (older results: absent). */
+    medianSeconds?: number;
     requests: RequestSummary;
     cpuSeconds?: number;
     peakRssMiB?: number;
@@ -386,8 +390,10 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       if (opts.impl === 'floor') {
         Object.assign(requests, summarize(diffCounts(kube.counts, hBefore)));
       }
+      const each = names.map((n) => (observer.convergedAt.get(n) ?? tDone) - t0).sort((a, b) => a - b);
       const fig = {
         seconds: (tDone - t0) / 1000,
+        medianSeconds: (each[Math.floor((each.length - 1) / 2)] ?? 0) / 1000,
         createSeconds: (tCreated - t0) / 1000,
         requests,
         ...(s && cpu0 !== undefined ? { cpuSeconds: s.cpuSeconds - cpu0, peakRssMiB: s.hwmBytes / MiB } : {}),

@@ -57,6 +57,13 @@ export function metricsOf(rs: RunResult[]): Metric[] {
       's',
       (r) => c(r)?.seconds,
     );
+    add(
+      sc,
+      n,
+      sc === 'convergence' ? 'the median Database converged after' : 'the median Database Running after',
+      's',
+      (r) => c(r)?.medianSeconds,
+    );
     add(sc, n, 'writes', '', (r) => c(r)?.requests.writes);
     add(sc, n, 'writes per Database', '', (r) => (c(r) ? c(r)!.requests.writes / Math.abs(n) : undefined));
     add(sc, n, 'writes per Database, Events excluded', '', (r) =>

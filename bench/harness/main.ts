@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compareSnapshots, type EquivalenceReport } from './equivalence.ts';
-import { buildGoPeer, deployedNodeFlags, warmCompileCache } from './impls.ts';
+import { buildGoPeer, deployedNodeFlags, flagList, warmCompileCache } from './impls.ts';
 import { IMPLS, type ImplName, machine, svgPlot } from './report.ts';
 import { type Phase, type RunResult, runOnce } from './scenarios.ts';
 import { DEFAULT_WORKERS, resultTables, tablesMarkdown } from './tables.ts';
@@ -114,11 +114,9 @@ const common: Omit<Parameters<typeof runOnce>[0], 'impl' | 'n' | 'phases' | 'wor
     cpuProf: values['cpu-prof'],
     workers: Number(values.workers),
     ...(values['peer-json'] ? { peerJson: true } : {}),
-    ...(values['peer-args'] !== undefined
-      ? { peerArgs: values['peer-args'].split(' ').filter((f) => f.length > 0) }
-      : {}),
+    ...(values['peer-args'] !== undefined ? { peerArgs: flagList(values['peer-args']) } : {}),
     ...(values['opkit-node-flags'] !== undefined
-      ? { opkitNodeFlags: values['opkit-node-flags'].split(' ').filter((f) => f.length > 0) }
+      ? { opkitNodeFlags: flagList(values['opkit-node-flags']) }
       : {}),
     log,
   };

@@ -390,10 +390,10 @@ export async function runOnce(opts: RunOptions): Promise<RunResult> {
       if (opts.impl === 'floor') {
         Object.assign(requests, summarize(diffCounts(kube.counts, hBefore)));
       }
-      const each = names.map((n) => (observer.convergedAt.get(n) ?? tDone) - t0).sort((a, b) => a - b);
+      const each = names.map((n) => (observer.convergedAt.get(n) ?? tDone) - t0);
       const fig = {
         seconds: (tDone - t0) / 1000,
-        medianSeconds: (each[Math.floor((each.length - 1) / 2)] ?? 0) / 1000,
+        medianSeconds: percentile(each, 50) / 1000,
         createSeconds: (tCreated - t0) / 1000,
         requests,
         ...(s && cpu0 !== undefined ? { cpuSeconds: s.cpuSeconds - cpu0, peakRssMiB: s.hwmBytes / MiB } : {}),

@@ -19,10 +19,19 @@ import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { start } from '@opkit/controlplane';
 import { inputs } from './desired.ts';
-import { buildGoPeer, deployedEnv, deployedNodeFlags, opkitMain, startOperator, waitReady } from './impls.ts';
+import {
+  buildGoPeer,
+  deployedEnv,
+  deployedNodeFlags,
+  flagList,
+  opkitMain,
+  startOperator,
+  waitReady,
+} from './impls.ts';
 import { Kube, runConcurrently } from './kube.ts';
 import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
 import { readThreadCpu } from './proc.ts';
+import { median } from './report.ts';
 import { floorWrite, installCrd, SCALE_FLAGS } from './scenarios.ts';
 
 const { values } = parseArgs({
@@ -37,9 +46,7 @@ const { values } = parseArgs({
   },
 });
 const opkitNodeFlags =
-  values['opkit-node-flags'] !== undefined
-    ? values['opkit-node-flags'].split(' ').filter((f) => f.length > 0)
-    : deployedNodeFlags();
+  values['opkit-node-flags'] !== undefined ? flagList(values['opkit-node-flags']) : deployedNodeFlags();
 const n = Number(values.n);
 const rounds = Number(values.rounds);
 const workers = Number(values.workers);
@@ -66,8 +73,7 @@ const impls: Impl[] = (values.impls ?? '').split(',').map((full, i) => {
     envPairs.map((pair) => splitOnce(pair)),
   );
   // NODE_FLAGS is not passed on: its value replaces the Node flags of this entry (V8 flags that NODE_OPTIONS refuses).
-  const flags =
-    NODE_FLAGS in extraEnv ? (extraEnv[NODE_FLAGS] ?? '').split(' ').filter((f) => f) : opkitNodeFlags;
+  const flags = NODE_FLAGS in extraEnv ? flagList(extraEnv[NODE_FLAGS] ?? '') : opkitNodeFlags;
   delete extraEnv[NODE_FLAGS];
   const [name, path] = splitOnce(spec);
   if (name === 'controller-runtime') return { label: name, impl: name };
@@ -145,10 +151,6 @@ try {
   kube.close();
   await cp.stop();
 }
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`;
 const first = results.get(impls[0]!.label)!;
 console.log(`N=${n}, ${rounds} interleaved rounds, --max-concurrent-reconciles ${workers}\n`);

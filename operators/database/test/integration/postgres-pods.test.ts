@@ -420,6 +420,7 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     assert.equal(kubectl(['delete', 'pvc', '-n', NS, `data-${lost}`, '--wait=false']).code, 0);
     assert.equal(kubectl(['delete', 'pod', '-n', NS, lost, '--wait=false']).code, 0);
     let db: Database;
+    let seen: Database | undefined;
     try {
       db = await eventually(
         `a failover away from ${lost}, then Running 3/3`,
@@ -428,17 +429,24 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
           if (pending === 'Pending' && kubectl(['get', 'pvc', '-n', NS, `data-${lost}`]).code !== 0)
             kubectl(['delete', 'pod', '-n', NS, lost, '--wait=false']);
           const d = await getDb(cluster.client, NS, NAME);
+          seen = d;
           return d.status?.lastFailover?.from === lost &&
             d.status.phase === 'Running' &&
             d.status.readyReplicas === 3
             ? d
             : undefined;
         },
-        600_000,
+        // Well inside the test's own limit (10 minutes), so that a failure prints where it stood.
+        480_000,
         2000,
       );
     } catch (err) {
-      throw new Error(`${(err as Error).message}\n${diagnose()}`);
+      const events = (await eventsFor(cluster.client, NS, NAME).catch(() => []))
+        .map((e) => `${e.type} ${e.reason}: ${e.note}`)
+        .join('\n');
+      throw new Error(
+        `${(err as Error).message}\nstatus: ${JSON.stringify(seen?.status)}\nevents:\n${events}\n${diagnose()}`,
+      );
     }
     const primary = db.status?.targetPrimary ?? '';
     assert.notEqual(primary, lost);

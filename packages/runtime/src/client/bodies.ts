@@ -3,11 +3,29 @@ import type * as http from 'node:http';
 import type { ProtobufDecoder } from './protobuf/decode.ts';
 import { envelope, PROTOBUF } from './protobuf/frames.ts';
 
-export function encodeBody(body: unknown): Buffer | undefined {
+/**
+ * A request body as it goes to the socket. JSON stays a string: the socket writes it as UTF-8 from the
+ * string itself (no Buffer to allocate, copy and later collect for every write).
+ */
+export type EncodedBody = string | Buffer;
+
+export function encodeBody(body: unknown): EncodedBody | undefined {
   if (body === undefined) return undefined;
-  if (Buffer.isBuffer(body)) return body;
-  if (typeof body === 'string') return Buffer.from(body, 'utf8');
-  return Buffer.from(JSON.stringify(body), 'utf8');
+  if (Buffer.isBuffer(body) || typeof body === 'string') return body;
+  return JSON.stringify(body);
+}
+
+/** The Content-Length of an encoded body: its UTF-8 bytes. */
+export function bodyLength(body: EncodedBody): number {
+  return typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length;
+}
+
+/**
+ * A response's chunks as one Buffer. Most responses arrive in one chunk, which is used as it is
+ * (Buffer.concat would copy it into a new Buffer).
+ */
+export function joinChunks(chunks: Buffer[]): Buffer {
+  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
 }
 
 /** A response body: parsed JSON, else its text; undefined when empty. */

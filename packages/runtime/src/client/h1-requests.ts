@@ -6,6 +6,7 @@
 import type * as http from 'node:http';
 import type * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
+import { type EncodedBody, joinChunks } from './bodies.ts';
 import type { RequestAuth } from './config.ts';
 import { type ApiError, type ConnectionError, RequestTimeoutError } from './errors.ts';
 import { type AnyAgent, presumeDead, trackInFlight } from './pools.ts';
@@ -52,7 +53,7 @@ export function h1Request(
   path: string,
   auth: RequestAuth,
   extra: Record<string, string>,
-  body: Buffer | undefined,
+  body: EncodedBody | undefined,
   signal: AbortSignal | undefined,
   timeoutMs: number,
   start: number,
@@ -109,7 +110,7 @@ export function h1Request(
         chunks.push(chunk);
       });
       res.on('end', () =>
-        finish({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        finish({ status: res.statusCode ?? 0, headers: res.headers, body: joinChunks(chunks) }),
       );
       res.on('error', (err) => finish({ error: ctx.connectionError(method, path, err), retryable: false }));
     });
@@ -169,7 +170,7 @@ export function h1Open(
       }
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => finish(ctx.apiError(status, Buffer.concat(chunks), res.headers)));
+      res.on('end', () => finish(ctx.apiError(status, joinChunks(chunks), res.headers)));
       res.on('error', (err) => finish(ctx.connectionError('GET', path, err)));
     });
     req.end();

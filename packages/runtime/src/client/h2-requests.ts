@@ -6,6 +6,7 @@
 import type * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { abortReason } from '../util/abort.ts';
+import { type EncodedBody, joinChunks } from './bodies.ts';
 import type { RequestAuth } from './config.ts';
 import { ConnectionError } from './errors.ts';
 import { type H2Pool, type H2Session, refusedStream } from './h2-sessions.ts';
@@ -75,7 +76,7 @@ export async function h2Request(
   ctx: H2Context,
   auth: RequestAuth,
   headers: http2.OutgoingHttpHeaders,
-  body: Buffer | undefined,
+  body: EncodedBody | undefined,
   signal: AbortSignal | undefined,
   timeoutMs: number,
 ): Promise<H2Response | H2Failure | undefined> {
@@ -142,7 +143,7 @@ function exchange(
   ctx: H2Context,
   session: H2Session,
   headers: http2.OutgoingHttpHeaders,
-  body: Buffer | undefined,
+  body: EncodedBody | undefined,
   signal: AbortSignal | undefined,
   timeoutMs: number,
   open: boolean,
@@ -206,7 +207,7 @@ function exchange(
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
         const { ':status': _s, ...rest } = h;
-        finish({ done: { status, headers: rest as http.IncomingHttpHeaders, body: Buffer.concat(chunks) } });
+        finish({ done: { status, headers: rest as http.IncomingHttpHeaders, body: joinChunks(chunks) } });
       });
     });
     if (body !== undefined) stream.end(body);

@@ -14,7 +14,7 @@ import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
 import { nodeHttp } from '../util/node-http.ts';
 import { authenticate, reauthenticate } from './auth.ts';
-import { encodeBody, parseBody, parseErrorBody } from './bodies.ts';
+import { bodyLength, type EncodedBody, encodeBody, parseBody, parseErrorBody } from './bodies.ts';
 import type { RequestAuth, RestConfig } from './config.ts';
 import {
   type ApiError,
@@ -181,7 +181,7 @@ export class HttpTransport {
   /** Sends one request; resolves with the parsed JSON body (undefined when empty). Non-2xx throws typed. */
   async request<T = unknown>(req: HttpRequest): Promise<T> {
     const body = encodeBody(req.body);
-    const contentType = body ? (req.contentType ?? 'application/json') : undefined;
+    const contentType = body !== undefined ? (req.contentType ?? 'application/json') : undefined;
     const path = req.path + buildQuery(req.query);
     if (req.signal?.aborted) throw abortReason(req.signal);
     let auth = await authenticate(this.config, req.signal);
@@ -399,7 +399,7 @@ export class HttpTransport {
   async #attempt(
     method: HttpMethod,
     path: string,
-    body: Buffer | undefined,
+    body: EncodedBody | undefined,
     contentType: string | undefined,
     auth: RequestAuth,
     signal: AbortSignal | undefined,
@@ -408,9 +408,9 @@ export class HttpTransport {
     if (signal?.aborted) throw abortReason(signal);
     const start = performance.now();
     const extra: Record<string, string> = {};
-    if (body) {
+    if (body !== undefined) {
       extra['Content-Type'] = contentType ?? 'application/json';
-      extra['Content-Length'] = String(body.length);
+      extra['Content-Length'] = String(bodyLength(body));
     }
     if (this.#useH2()) {
       const headers = this.#h2Headers(method, path, auth, extra);

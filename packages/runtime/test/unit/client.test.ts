@@ -466,6 +466,31 @@ describe('transport and client against a fake server', () => {
     assert.match(m?.host ?? '', /^127\.0\.0\.1:\d+$/);
   });
 
+  test('a body with multi-byte characters: Content-Length counts its UTF-8 bytes; the server gets all of it', async () => {
+    const client = createClient(fake.config, { fieldManager: 'unit' });
+    const data = { greeting: 'grüße, 世界 ✓ 🚀', long: 'ü'.repeat(40_000) };
+    const before = fake.requests.length;
+    const created = await client.create(ConfigMaps, {
+      metadata: { name: 'utf8', namespace: 'default' },
+      data,
+    });
+    assert.deepEqual(created.data, data, 'echoed back whole');
+    const sent = fake.requests[before];
+    const bytes = Buffer.byteLength(
+      JSON.stringify({
+        metadata: { name: 'utf8', namespace: 'default' },
+        data,
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+      }),
+    );
+    assert.equal(Number(sent?.headers['content-length']), bytes);
+    assert.ok(
+      bytes > JSON.stringify(data).length,
+      'more bytes than UTF-16 units: the test can tell them apart',
+    );
+  });
+
   test('list follows continue and merges; explicit continue returns one page', async () => {
     const client = createClient(fake.config);
     const all = await client.list(ConfigMaps, { namespace: 'default', limit: 10 });

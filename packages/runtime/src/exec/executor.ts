@@ -11,6 +11,7 @@
  * 403 or 404 could not become a typed error. `ws` takes Node's https options as they are.
  */
 import WebSocket from 'ws';
+import { joinChunks } from '../client/bodies.ts';
 import type { RequestAuth, RestConfig } from '../client/config.ts';
 import { ConnectionError, errorFromStatus, statusFromBody } from '../client/errors.ts';
 import { authenticate, parseBody, type RequestMetric, reauthenticate, USER_AGENT } from '../client/http.ts';
@@ -204,7 +205,7 @@ class WebSocketPodExecutor implements PodExecutor {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
-          const body = statusFromBody(code, parseBody(Buffer.concat(chunks)));
+          const body = statusFromBody(code, parseBody(joinChunks(chunks)));
           finish(
             code === 401
               ? { value: { unauthorized: errorFromStatus(401, body) } }

@@ -33,6 +33,7 @@ import {
   type WatchOptions,
   type WriteOptions,
 } from '../../src/client/index.ts';
+import { goneError } from '../../src/testing/errors.ts';
 
 class GatedClient implements Client {
   readonly inner: Client;
@@ -122,13 +123,7 @@ class GatedClient implements Client {
     }
     if (this.#goneNext) {
       this.#goneNext = false;
-      throw new GoneError({
-        kind: 'Status',
-        status: 'Failure',
-        reason: 'Expired',
-        code: 410,
-        message: 'too old resource version',
-      });
+      throw goneError();
     }
     yield* this.inner.watch(res, opts);
   }

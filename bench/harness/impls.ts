@@ -44,15 +44,15 @@ export interface StartOptions {
 
 export const OPKIT_DOCKERFILE = join(REPO_ROOT, 'operators', 'database', 'Dockerfile');
 
-/**
- * The Node flags the operator's image runs it with (between "node" and the script in the Dockerfile's
- * ENTRYPOINT), so that the benchmark runs opkit as it is deployed.
- */
 /** Space-separated command-line flags ("--a --b=c") as a list, empty parts dropped. */
 export function flagList(text: string): string[] {
   return text.split(' ').filter((f) => f.length > 0);
 }
 
+/**
+ * The Node flags the operator's image runs it with (between "node" and the script in the Dockerfile's
+ * ENTRYPOINT), so that the benchmark runs opkit as it is deployed.
+ */
 export function deployedNodeFlags(dockerfile = OPKIT_DOCKERFILE): string[] {
   const { argv, script } = deployedEntrypoint(dockerfile);
   return argv.slice(1, script);

@@ -1,14 +1,19 @@
 /**
  * opkit's own image builder: follows the Dockerfile of a build context without a container engine.
  * Each stage is a directory standing for its filesystem (only what the Dockerfile adds), COPY copies into
- * it, RUN npm ... runs npm on the host in the stage's WORKDIR (Node and npm there are the image's own
- * version), and the last stage's directory becomes one layer on top of the local base image
+ * it, RUN npm ... runs the host's npm in the stage's WORKDIR (with the image's Node first on PATH), and the last stage's directory becomes one layer on top of the local base image
  * (opkit.local/node:24 for node:24*): an OCI archive that `ctr images import` and load-image take.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, posix, relative } from 'node:path';
-import { ensureImage, type ImageConfig, NODE_IMAGE, writeDerivedImage } from '@opkit/controlplane';
+import { basename, delimiter, dirname, isAbsolute, join, posix, relative } from 'node:path';
+import {
+  ensureImage,
+  type ImageConfig,
+  NODE_IMAGE,
+  nodePackageBinary,
+  writeDerivedImage,
+} from '@opkit/controlplane';
 import { CliError } from '../errors.ts';
 import { type Io, step } from '../io.ts';
 import { DockerfileError, localBaseFor, npmCommands, parseDockerfile, type Stage } from './dockerfile.ts';
@@ -78,8 +83,13 @@ function runStep(
     // The host's npm cache is not part of the image: cleaning it would only slow the next build.
     if (args[0] === 'cache' && args[1] === 'clean') continue;
     io.err(`    RUN npm ${args.join(' ')} (on the host, in the layer)`);
-    // The host's npm cache first (no registry may be reachable), unless the user says otherwise.
-    const npmEnv = { ...env, npm_config_prefer_offline: env.npm_config_prefer_offline ?? 'true' };
+    // The host's npm cache first (no registry may be reachable), unless the user says otherwise. The image's
+    // Node first on PATH: what npm runs (a compile-cache warm-up) must be the Node the image runs.
+    const npmEnv = {
+      ...env,
+      PATH: `${dirname(nodePackageBinary().path)}${delimiter}${env.PATH ?? ''}`,
+      npm_config_prefer_offline: env.npm_config_prefer_offline ?? 'true',
+    };
     const r = spawnSync('npm', args, { cwd, env: npmEnv, encoding: 'utf8' });
     if (r.status !== 0) {
       throw new CliError(
@@ -87,6 +97,8 @@ function runStep(
         'fix the dependencies in package.json (the same command fails in docker build), then build again',
       );
     }
+    const said = r.stdout.trim().split('\n').at(-1);
+    if (said) io.err(`      ${said}`);
   }
 }
 

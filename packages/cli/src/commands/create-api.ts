@@ -59,11 +59,17 @@ export function registerController(main: string, info: KindInfo): string {
     }
   }
   let out = main;
-  if (!out.includes(importLine))
-    out = out.replace(MAIN_IMPORTS_MARKER, `${importLine}\n${MAIN_IMPORTS_MARKER}`);
-  if (!out.includes(callLine))
-    out = out.replace(MAIN_CONTROLLERS_MARKER, `${callLine}\n${MAIN_CONTROLLERS_MARKER}`);
+  if (!out.includes(importLine)) out = insertAbove(out, MAIN_IMPORTS_MARKER, importLine);
+  if (!out.includes(callLine)) out = insertAbove(out, MAIN_CONTROLLERS_MARKER, callLine);
   return out;
+}
+
+/** `line` above the marker's line, indented as the marker is. */
+function insertAbove(text: string, marker: string, line: string): string {
+  const at = text.indexOf(marker);
+  const lineStart = text.lastIndexOf('\n', at) + 1;
+  const indent = /^[ \t]*/.exec(text.slice(lineStart, at))?.[0] ?? '';
+  return `${text.slice(0, lineStart)}${indent}${line}\n${text.slice(lineStart)}`;
 }
 
 /** Computes everything create api writes; throws before anything is written. */

@@ -114,6 +114,13 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=deps /app/vendor ./vendor
 COPY package.json ./
 COPY src/ ./src/
+# Node's compile cache, warmed here: the modules are stripped of their types and compiled once, now,
+# instead of at every start (start-up about twice as fast, ~30 MiB less memory). The warm-up imports
+# src/main.ts, which starts nothing when imported, with the ENTRYPOINT's Node flags, and writes the cache
+# for the USER below (Node keys it by uid). Keep the three in step.
+ENV NODE_COMPILE_CACHE=/app/.node-compile-cache
+ENV NODE_COMPILE_CACHE_PORTABLE=1
+RUN npm exec -- opkit-warm-compile-cache --uid 65532 -- --max-semi-space-size=4 src/main.ts
 # 65532: the "nonroot" user of distroless images; the Deployment runs with runAsNonRoot.
 USER 65532:65532
 # A small young generation (4 MiB semi-spaces): an operator never needs V8's default tens of MiB; its
@@ -190,32 +197,38 @@ import { parseArgs } from 'node:util';
 import { createManager } from '@opkit/runtime';
 ${MAIN_IMPORTS_MARKER}
 
-const { values } = parseArgs({
-  options: {
-    kubeconfig: { type: 'string' },
-    context: { type: 'string' },
-    namespace: { type: 'string' },
-    'leader-elect': { type: 'boolean', default: false },
-    'health-probe-bind-address': { type: 'string', default: ':8081' },
-    'metrics-bind-address': { type: 'string', default: ':8080' },
-  },
-});
+export async function main(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      kubeconfig: { type: 'string' },
+      context: { type: 'string' },
+      namespace: { type: 'string' },
+      'leader-elect': { type: 'boolean', default: false },
+      'health-probe-bind-address': { type: 'string', default: ':8081' },
+      'metrics-bind-address': { type: 'string', default: ':8080' },
+    },
+  });
+  const address = (value: string | undefined) => (value && value !== '0' ? value : undefined);
 
-const address = (value: string | undefined) => (value && value !== '0' ? value : undefined);
+  const mgr = await createManager({
+    kubeconfig: values.kubeconfig,
+    context: values.context,
+    namespace: values.namespace,
+    fieldManager: '${p.projectName}',
+    healthProbeBindAddress: address(values['health-probe-bind-address']),
+    metricsBindAddress: address(values['metrics-bind-address']),
+    leaderElection: { enabled: values['leader-elect'], id: '${leaderElectionId(p)}' },
+  });
 
-const mgr = await createManager({
-  kubeconfig: values.kubeconfig,
-  context: values.context,
-  namespace: values.namespace,
-  fieldManager: '${p.projectName}',
-  healthProbeBindAddress: address(values['health-probe-bind-address']),
-  metricsBindAddress: address(values['metrics-bind-address']),
-  leaderElection: { enabled: values['leader-elect'], id: '${leaderElectionId(p)}' },
-});
+  ${MAIN_CONTROLLERS_MARKER}
 
-${MAIN_CONTROLLERS_MARKER}
+  await mgr.start();
+}
 
-await mgr.start();
+// Started as a program (node src/main.ts). Imported, it starts nothing: the image's build imports it to
+// warm Node's compile cache (the Dockerfile), and tests may import it.
+if (import.meta.main) await main(process.argv.slice(2));
 `;
 }
 

@@ -107,6 +107,10 @@ describe('opkit build --load and deploy run the operator on a real node', {
       /\.\/app\/node_modules\/@opkit\/runtime -> \.\.\/\.\.\/vendor\/opkit-runtime$/m,
     );
     assert.doesNotMatch(app.stdout, /node_modules\/@opkit\/controlplane\//, 'production dependencies only');
+    // Node's compile cache, warmed on the host for the image's USER (its directory's name ends with the uid).
+    assert.match(r.stderr, /warmed Node's compile cache for src\/main\.ts: \d+ entries .*\(uid 65532,/);
+    assert.match(app.stdout, /^\.\/app\/\.node-compile-cache\/v24\.[\d.]+-x64-[0-9a-f]+-65532\/[0-9a-f]+$/m);
+    assert.ok(config.Env.includes('NODE_COMPILE_CACHE=/app/.node-compile-cache'));
   });
 
   test('deploy of an image the node does not have fails early, naming the reason and the next step', async () => {
@@ -166,6 +170,33 @@ describe('opkit build --load and deploy run the operator on a real node', {
     assert.equal(node.stdout, 'real', `the manager runs on the real node, not ${pod.spec!.nodeName}`);
   });
 
+  test("the manager's container reads the compile cache warmed at build time (no module compiled again)", () => {
+    // What the ENTRYPOINT loads, as the container's user, with the image's environment and Node.
+    const r = kubectl(
+      '-n',
+      NS,
+      'exec',
+      `deployment/${MANAGER}`,
+      '-c',
+      'manager',
+      '--',
+      'env',
+      'NODE_DEBUG_NATIVE=COMPILE_CACHE',
+      'node',
+      '--max-semi-space-size=4',
+      '--input-type=module',
+      '-e',
+      "await import('/app/src/main.ts')",
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /V8 code cache for ESM file:\/\/\/app\/src\/main\.ts was accepted/);
+    assert.match(
+      r.stderr,
+      /V8 code cache for ESM file:\/\/\/app\/vendor\/opkit-runtime\/src\/index\.ts was accepted/,
+    );
+    assert.doesNotMatch(r.stderr, /was rejected/);
+  });
+
   test('the in-cluster manager reconciles the sample (its log shows it)', async () => {
     const sample = parse(read(dir, 'config/samples/myapp_v1_database.yaml')) as Database;
     await client!.create(Databases, { ...sample, metadata: { ...sample.metadata, namespace: 'default' } });
@@ -210,7 +241,6 @@ describe('opkit build --load and deploy run the operator on a real node', {
       'Dockerfile',
       '--image',
       'opkit.local/database-operator:dev',
-      '--skip-unsupported-run',
       '--archive',
       archive,
     ]);
@@ -238,5 +268,9 @@ describe('opkit build --load and deploy run the operator on a real node', {
     assert.match(app.stdout, /\.\/app\/operators\/database\/src\/main\.ts$/m);
     assert.match(app.stdout, /\.\/app\/node_modules\/@opkit\/runtime -> \.\.\/\.\.\/packages\/runtime$/m);
     assert.match(app.stdout, /\.\/app\/packages\/runtime\/src\/index\.ts$/m);
+    // Every RUN step followed (none skipped), the compile cache warmed for the image's USER.
+    assert.doesNotMatch(r.stderr, /skipped/);
+    assert.match(r.stderr, /warmed Node's compile cache for dist\/main\.js: \d+ entries .*\(uid 65532,/);
+    assert.match(app.stdout, /\.\/app\/\.node-compile-cache\/v24\.[\d.]+-x64-[0-9a-f]+-65532\/[0-9a-f]+$/m);
   });
 });

@@ -41,6 +41,13 @@ describe('parseDockerfile', () => {
       { op: 'USER', user: '65532:65532' },
     );
     assert.deepEqual(
+      last.find((s) => s.op === 'RUN'),
+      {
+        op: 'RUN',
+        command: 'npm exec -- opkit-warm-compile-cache --uid 65532 -- --max-semi-space-size=4 src/main.ts',
+      },
+    );
+    assert.deepEqual(
       last.find((s) => s.op === 'ENTRYPOINT'),
       {
         op: 'ENTRYPOINT',
@@ -94,6 +101,28 @@ describe('parseDockerfile', () => {
         sources: ['/app/operators/database/dist'],
         dest: 'operators/database/dist',
       },
+    );
+    // The last stage warms Node's compile cache with an npm command (opkit's builder follows it), with the
+    // ENTRYPOINT's Node flags and script, for the USER.
+    const entrypoint = stages[3]!.steps.find((s) => s.op === 'ENTRYPOINT')!;
+    assert.deepEqual(runs(3), [
+      [
+        [
+          'exec',
+          '--',
+          'opkit-warm-compile-cache',
+          '--uid',
+          '65532',
+          '--cache-dir',
+          '../../.node-compile-cache',
+          '--',
+          ...(entrypoint.op === 'ENTRYPOINT' ? entrypoint.argv.slice(1) : []),
+        ],
+      ],
+    ]);
+    assert.deepEqual(
+      stages[3]!.steps.find((s) => s.op === 'USER'),
+      { op: 'USER', user: '65532:65532' },
     );
     assert.deepEqual(
       stages[3]!.steps.find((s) => s.op === 'EXPOSE'),

@@ -85,6 +85,8 @@ describe('opkit init', () => {
     assert.match(main, /import \{ createManager \} from '@opkit\/runtime';/);
     assert.match(main, /leaderElection: \{ enabled: values\['leader-elect'\], id: 'db-op\.example\.com' \}/);
     assert.match(main, /await mgr\.start\(\);/);
+    // Imported (the image's compile-cache warm-up), it starts nothing.
+    assert.match(main, /\nif \(import\.meta\.main\) await main\(process\.argv\.slice\(2\)\);\n$/);
     assert.ok(main.includes(MAIN_IMPORTS_MARKER) && main.includes(MAIN_CONTROLLERS_MARKER));
 
     const dockerfile = read(tmp.dir, 'Dockerfile');
@@ -92,6 +94,18 @@ describe('opkit init', () => {
     assert.match(dockerfile, /npm install --omit=dev/);
     assert.match(dockerfile, /^USER 65532:65532$/m);
     assert.match(dockerfile, /^ENTRYPOINT \["node", "--max-semi-space-size=4", "src\/main\.ts"\]$/m);
+    // The compile cache is warmed with what the image runs: the ENTRYPOINT's arguments, for its USER.
+    assert.match(dockerfile, /^ENV NODE_COMPILE_CACHE=\/app\/\.node-compile-cache$/m);
+    assert.match(dockerfile, /^ENV NODE_COMPILE_CACHE_PORTABLE=1$/m);
+    const warm = /^RUN npm exec -- opkit-warm-compile-cache --uid (\d+) -- (.+)$/m.exec(dockerfile);
+    const entrypoint = JSON.parse(/^ENTRYPOINT (.+)$/m.exec(dockerfile)![1]!) as string[];
+    assert.ok(warm, dockerfile);
+    assert.equal(warm[2], entrypoint.slice(1).join(' '));
+    assert.equal(`${warm[1]}:${warm[1]}`, /^USER (\S+)$/m.exec(dockerfile)![1]);
+    assert.ok(
+      dockerfile.indexOf('RUN npm exec') > dockerfile.indexOf('COPY src/'),
+      'after the sources are in',
+    );
 
     const readme = read(tmp.dir, 'README.md');
     assert.match(readme, /^# db-op$/m);
@@ -220,7 +234,8 @@ describe('opkit create api', () => {
       main,
       /import \{ setupDatabaseController \} from '\.\/controllers\/database\/controller\.ts';\n\/\/ \+opkit:scaffold:imports/,
     );
-    assert.match(main, /setupDatabaseController\(mgr\);\n\/\/ \+opkit:scaffold:controllers/);
+    // Inside main(), indented as the marker is.
+    assert.match(main, /\n {2}setupDatabaseController\(mgr\);\n {2}\/\/ \+opkit:scaffold:controllers\n/);
 
     assert.deepEqual(readYaml(tmp.dir, 'PROJECT').resources, [
       {
@@ -357,6 +372,11 @@ describe('opkit create api', () => {
     const main = `a\n${MAIN_IMPORTS_MARKER}\nb\n${MAIN_CONTROLLERS_MARKER}\n`;
     const once = registerController(main, info);
     assert.equal(registerController(once, info), once);
+    // A main.ts of an earlier opkit, markers at the top level: the lines go there, unindented.
+    assert.equal(
+      once,
+      `a\nimport { setupDatabaseController } from './controllers/database/controller.ts';\n${MAIN_IMPORTS_MARKER}\nb\nsetupDatabaseController(mgr);\n${MAIN_CONTROLLERS_MARKER}\n`,
+    );
     assert.throws(
       () => registerController('no markers', info),
       /src\/main\.ts has no "\/\/ \+opkit:scaffold:imports" line/,

@@ -10,6 +10,7 @@ import { request } from 'node:http';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '@opkit/controlplane';
+import { warmCompileCache as warmNodeCompileCache } from '@opkit/runtime/image';
 import { MeasuredProcess } from './proc.ts';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
@@ -107,25 +108,24 @@ export function deployedEnv(dockerfile = OPKIT_DOCKERFILE): Record<string, strin
 
 /**
  * When the image warms Node's compile cache at build time (ENV NODE_COMPILE_CACHE), the benchmark does the
- * same into its own directory, before any timing: the environment opkit then runs with.
+ * same into its own directory, before any timing, with the image's warm-up (@opkit/runtime/image), for
+ * this process's uid: the environment opkit then runs with.
  */
 export function warmCompileCache(
   dir: string,
   nodeFlags: string[],
   dockerfile = OPKIT_DOCKERFILE,
 ): NodeJS.ProcessEnv | undefined {
-  if (deployedEnv(dockerfile).NODE_COMPILE_CACHE === undefined) return undefined;
-  const env = { ...process.env, NODE_COMPILE_CACHE: dir };
-  // With the flags opkit will run with: V8's flags are part of the cache's key.
-  execFileSync(
-    process.execPath,
-    [...nodeFlags, '--input-type=module', '-e', `await import(${JSON.stringify(opkitMain())})`],
-    {
-      env,
-      stdio: 'ignore',
-    },
-  );
-  return env;
+  const image = deployedEnv(dockerfile);
+  if (image.NODE_COMPILE_CACHE === undefined) return undefined;
+  const portable = image.NODE_COMPILE_CACHE_PORTABLE;
+  // With the flags opkit will run with: code-affecting V8 flags are part of the cache's key.
+  warmNodeCompileCache({ entry: opkitMain(), cacheDir: dir, nodeFlags });
+  return {
+    ...process.env,
+    NODE_COMPILE_CACHE: dir,
+    ...(portable === undefined ? {} : { NODE_COMPILE_CACHE_PORTABLE: portable }),
+  };
 }
 
 export function benchCacheDir(): string {

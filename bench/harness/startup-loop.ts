@@ -12,12 +12,12 @@
  *
  *   node bench/harness/startup-loop.ts --n 1000 --rounds 8 --impls opkit,controller-runtime
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { start } from '@opkit/controlplane';
+import { warmCompileCache } from '@opkit/runtime/image';
 import { inputs } from './desired.ts';
 import {
   buildGoPeer,
@@ -83,13 +83,13 @@ const impls: Impl[] = (values.impls ?? '').split(',').map((full, i) => {
   let env: NodeJS.ProcessEnv | undefined = Object.keys(extraEnv).length
     ? { ...process.env, ...extraEnv }
     : undefined;
-  if (deployedEnv().NODE_COMPILE_CACHE !== undefined) {
-    env = { ...(env ?? process.env), NODE_COMPILE_CACHE: join(work, `cc-${i}-${basename(script)}`) };
-    execFileSync(
-      process.execPath,
-      [...flags, '--input-type=module', '-e', `await import(${JSON.stringify(script)})`],
-      { env, stdio: 'ignore' },
-    );
+  const image = deployedEnv();
+  if (image.NODE_COMPILE_CACHE !== undefined) {
+    const cacheDir = join(work, `cc-${i}-${basename(script)}`);
+    warmCompileCache({ entry: script, cacheDir, nodeFlags: flags });
+    env = { ...(env ?? process.env), NODE_COMPILE_CACHE: cacheDir };
+    if (image.NODE_COMPILE_CACHE_PORTABLE !== undefined)
+      env.NODE_COMPILE_CACHE_PORTABLE = image.NODE_COMPILE_CACHE_PORTABLE;
   }
   const label = `${path ? `opkit=${basename(script)}` : 'opkit'}${envPairs.map((e) => `+${e}`).join('')}`;
   return { label, impl: 'opkit', script, nodeFlags: flags, ...(env ? { env } : {}) };

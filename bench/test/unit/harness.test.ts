@@ -147,9 +147,13 @@ test("opkit runs with its image's environment: the compile cache warmed before t
     const file = join(dir, 'Dockerfile');
     writeFileSync(
       file,
-      'FROM node:24\nENV NODE_ENV=production\nENV NODE_COMPILE_CACHE=/app/.cc\nENTRYPOINT ["node", "a.ts"]\n',
+      'FROM node:24\nENV NODE_ENV=production\nENV NODE_COMPILE_CACHE=/app/.cc\nENV NODE_COMPILE_CACHE_PORTABLE=1\nENTRYPOINT ["node", "a.ts"]\n',
     );
-    assert.deepEqual(deployedEnv(file), { NODE_ENV: 'production', NODE_COMPILE_CACHE: '/app/.cc' });
+    assert.deepEqual(deployedEnv(file), {
+      NODE_ENV: 'production',
+      NODE_COMPILE_CACHE: '/app/.cc',
+      NODE_COMPILE_CACHE_PORTABLE: '1',
+    });
     writeFileSync(file, 'FROM node:24\nENTRYPOINT ["node", "a.ts"]\n');
     assert.equal(warmCompileCache(join(dir, 'none'), [], file), undefined);
     // The real image warms one, and so does the benchmark: the cache directory has entries afterwards.
@@ -157,6 +161,7 @@ test("opkit runs with its image's environment: the compile cache warmed before t
     const cache = join(dir, 'cache');
     const env = warmCompileCache(cache, deployedNodeFlags());
     assert.equal(env?.NODE_COMPILE_CACHE, cache);
+    assert.equal(env?.NODE_COMPILE_CACHE_PORTABLE, '1', "the image's setting");
     assert.ok(readdirSync(cache, { recursive: true }).length > 1);
   } finally {
     rmSync(dir, { recursive: true, force: true });

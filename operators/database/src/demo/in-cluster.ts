@@ -21,18 +21,7 @@ export const MANAGER_DEPLOYMENT = 'database-operator-controller-manager';
 
 /** `opkit build` of the operator's own Dockerfile into an OCI archive, run in operators/database. */
 export function operatorBuildArgs(image: string, archive: string): string[] {
-  return [
-    'build',
-    '--context',
-    '../..',
-    '--file',
-    'Dockerfile',
-    '--image',
-    image,
-    '--archive',
-    archive,
-    '--skip-unsupported-run',
-  ];
+  return ['build', '--context', '../..', '--file', 'Dockerfile', '--image', image, '--archive', archive];
 }
 
 /** The two commands, as a user would type them in operators/database (shown, then run). */

@@ -269,7 +269,6 @@ describe('demo: what it applies and runs', () => {
       IN_CLUSTER_IMAGE,
       '--archive',
       '/tmp/op.tar',
-      '--skip-unsupported-run',
       '--load',
       '--cluster',
       'opkit',

@@ -13,292 +13,34 @@
  *     the PVCs created first, so a later change would silently do nothing);
  *   - parameters cannot override the settings the operator manages (RESERVED_PARAMETERS);
  *   - podLabels cannot override the operator's own labels.
+ *
+ * The constants these come from are in constants.ts (re-exported here), the CEL rules in rules.ts.
  */
 import { type DefaultedTypeOf, defineCustomResource, s, type TypeOf } from '@opkit/runtime';
+import {
+  DEFAULT_FAILOVER_DELAY_SECONDS,
+  DEFAULT_MAX_REPLICA_LAG,
+  DEFAULT_PRIMARY_LEASE_SECONDS,
+  ENGINES,
+  FAILOVER_PHASES,
+  GROUP,
+  OPERATOR_LABELS,
+  PHASES,
+  SUPPORTED_VERSIONS,
+  VERSION,
+} from './constants.ts';
+import {
+  celList,
+  FORBIDDEN,
+  immutableRule,
+  quoted,
+  reservedParametersRule,
+  supportedVersionRule,
+  versionTransitionRules,
+} from './rules.ts';
 
-export const GROUP = 'myapp.example.com';
-export const VERSION = 'v1';
-
-export const ENGINES = ['mysql', 'postgres'] as const;
-export type EngineName = (typeof ENGINES)[number];
-
-/**
- * Versions each engine supports, oldest first: the CEL rules, the docs and the image tags all come from
- * this list. The order matters: an upgrade is a move to a later entry.
- */
-export const SUPPORTED_VERSIONS = {
-  mysql: ['8.0', '8.4'],
-  postgres: ['14', '15', '16', '17'],
-} as const satisfies Record<EngineName, readonly string[]>;
-
-export type SupportedVersion<E extends EngineName = EngineName> = (typeof SUPPORTED_VERSIONS)[E][number];
-
-/**
- * How each engine may move between versions in place.
- *   'next':  one step up the list at a time (mysql 8.0 -> 8.4, the documented upgrade path);
- *   'never': the version never changes in place (postgres: a major upgrade needs pg_upgrade or a dump and
- *            restore, which the official image does not do; data files of another major do not start).
- */
-export const VERSION_UPGRADES = {
-  mysql: 'next',
-  postgres: 'never',
-} as const satisfies Record<EngineName, 'next' | 'never'>;
-
-/**
- * Settings the operator manages itself (replication, paths, ports, identity). `spec.parameters` may not
- * set them: the API server refuses them, and the config renderer drops them as a second line of defence.
- * Lower case; for mysql, with '_' (mysql treats '-' and '_' in option names alike).
- */
-export const RESERVED_PARAMETERS = {
-  mysql: [
-    'bind_address',
-    'datadir',
-    'enforce_gtid_consistency',
-    'gtid_mode',
-    'log_bin',
-    'log_replica_updates',
-    'log_slave_updates',
-    'pid_file',
-    'port',
-    'read_only',
-    'relay_log',
-    'report_host',
-    'report_port',
-    'server_id',
-    'skip_networking',
-    'skip_replica_start',
-    'skip_slave_start',
-    'socket',
-    'super_read_only',
-    'user',
-  ],
-  postgres: [
-    'archive_mode',
-    'config_file',
-    'data_directory',
-    'hba_file',
-    'hot_standby',
-    'ident_file',
-    'listen_addresses',
-    'max_replication_slots',
-    'max_wal_senders',
-    'port',
-    'primary_conninfo',
-    'primary_slot_name',
-    'restore_command',
-    'ssl',
-    'ssl_ca_file',
-    'ssl_cert_file',
-    'ssl_key_file',
-    'synchronous_standby_names',
-    'unix_socket_directories',
-    'wal_level',
-  ],
-} as const satisfies Record<EngineName, readonly string[]>;
-
-/** app.kubernetes.io/name: the engine ('mysql' | 'postgres'). */
-export const LABEL_NAME = 'app.kubernetes.io/name';
-/** app.kubernetes.io/instance: the Database's name. */
-export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
-/** app.kubernetes.io/managed-by: always MANAGED_BY. */
-export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
-/** app.kubernetes.io/component: 'database' on the pods and StatefulSet, else what the object is. */
-export const LABEL_COMPONENT = 'app.kubernetes.io/component';
-/** The role the operator maintains on each pod: ROLE_PRIMARY or ROLE_REPLICA. Services select on it. */
-export const LABEL_ROLE = `${GROUP}/role`;
-/** Same as LABEL_ROLE. */
-export const ROLE_LABEL = LABEL_ROLE;
-export const MANAGED_BY = 'opkit-database-operator';
-export const ROLE_PRIMARY = 'primary';
-export const ROLE_REPLICA = 'replica';
-export type Role = typeof ROLE_PRIMARY | typeof ROLE_REPLICA;
-/** Pod template annotation: hash of the rendered configuration, so a config change rolls the pods. */
-export const ANNOTATION_CONFIG_HASH = `${GROUP}/config-hash`;
-
-/** The label keys the operator owns; podLabels may not set them. */
-export const OPERATOR_LABELS = [
-  LABEL_NAME,
-  LABEL_INSTANCE,
-  LABEL_MANAGED_BY,
-  LABEL_COMPONENT,
-  LABEL_ROLE,
-] as const;
-
-export const PHASES = [
-  'Pending',
-  'Provisioning',
-  'Running',
-  'Updating',
-  'Degraded',
-  'Failed',
-  'Deleting',
-] as const;
-export type Phase = (typeof PHASES)[number];
-
-/**
- * Annotation on a Database asking for a planned switchover to one of its pods
- * (`kubectl annotate db <name> myapp.example.com/switchover-to=<name>-1`); the operator consumes it.
- */
-export const ANNOTATION_SWITCHOVER_TO = `${GROUP}/switchover-to`;
-/** spec.maxReplicaLag when unset (health.ts' DEFAULT_MAX_LAG_BYTES). */
-export const DEFAULT_MAX_REPLICA_LAG = '64Mi';
-/**
- * spec.primaryLeaseSeconds when unset: a primary that cannot renew its Lease for that long fences itself
- * (engines/postgres/lease.ts), and the operator counts it lost once the Lease has not changed for that
- * long plus PRIMARY_LEASE_MARGIN_SECONDS (failover/lease.ts). Longer than an API server restart.
- */
-export const DEFAULT_PRIMARY_LEASE_SECONDS = 15;
-/** spec.failoverDelay when unset: seconds the primary may be lost before a failover starts. */
-export const DEFAULT_FAILOVER_DELAY_SECONDS = 10;
-/** The phases of a failover or switchover recorded in status.failover (failover/procedure.ts). */
-export const FAILOVER_PHASES = ['Fencing', 'Promoting', 'Rejoining'] as const;
-export type FailoverPhase = (typeof FAILOVER_PHASES)[number];
-
-export const CONDITION_READY = 'Ready';
-export const CONDITION_PROGRESSING = 'Progressing';
-export const CONDITION_DEGRADED = 'Degraded';
-
-// ---------------------------------------------------------------------------------------------------
-// CEL rules, generated from the constants above.
-
-const celString = (v: string) => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-const celList = (vs: readonly string[]) => `[${vs.map(celString).join(', ')}]`;
-
-type Rule = {
-  rule: string;
-  messageExpression: string;
-  fieldPath: string;
-  reason: 'FieldValueForbidden';
-};
-
-/**
- * Every rule below reports under its field (fieldPath) with reason FieldValueForbidden: the API server then
- * prints `spec.version: Forbidden: <message>` instead of `Invalid value: "object"` (the rule's type, not
- * the value sent); the messageExpression puts the value sent into the message.
- */
-const FORBIDDEN = 'FieldValueForbidden' as const;
-
-/**
- * The CEL string expression `e` as it goes into a message (unquoted: a '"' in a messageExpression would
- * make the generated YAML differ from what the formatter writes).
- */
-const quoted = (e: string) => e;
-
-/**
- * A CEL expression: version `a` is lower than version `b`, both CEL string expressions of dotted numbers
- * ('8.0', '16'); false when either is not one (the schema or the supported-version rule reports that).
- */
-function lowerVersion(a: string, b: string): string {
-  const num = "'^[0-9]{1,6}([.][0-9]{1,6})?$'";
-  const part = (e: string, i: number) =>
-    i === 0 ? `int(${e}.split('.')[0])` : `(${e}.split('.').size() > 1 ? int(${e}.split('.')[1]) : 0)`;
-  return (
-    `(${a}.matches(${num}) && ${b}.matches(${num}) && ` +
-    `(${part(a, 0)} < ${part(b, 0)} || (${part(a, 0)} == ${part(b, 0)} && ${part(a, 1)} < ${part(b, 1)})))`
-  );
-}
-
-/** spec rule: the version is one SUPPORTED_VERSIONS lists for the engine (an empty one is the schema's). */
-export function supportedVersionRule(): Rule {
-  const rule = ENGINES.map(
-    (e) => `(self.engine == ${celString(e)} && self.version in ${celList(SUPPORTED_VERSIONS[e])})`,
-  ).join(' || ');
-  const message = ENGINES.reduceRight(
-    (rest, e) =>
-      `self.engine == ${celString(e)} ? ${celString(
-        `: supported ${e} versions are ${SUPPORTED_VERSIONS[e].join(', ')}`,
-      )} : ${rest}`,
-    celString(''),
-  );
-  return {
-    rule: `self.version == '' || ${rule}`,
-    messageExpression: `'unsupported ' + self.engine + ' version ' + ${quoted('self.version')} + (${message})`,
-    fieldPath: '.version',
-    reason: FORBIDDEN,
-  };
-}
-
-/** A CEL map literal from version to its position in the list. */
-const rankMap = (e: EngineName) =>
-  `{${SUPPORTED_VERSIONS[e].map((v, i) => `${celString(v)}: ${i}`).join(', ')}}`;
-
-const DOWNGRADE_ADVICE = 'downgrades are not supported: restore a backup into a new Database instead';
-
-/** spec transition rules on version: no downgrade (to any version), then each engine's upgrade path. */
-export function versionTransitionRules(): Rule[] {
-  const move = `'version ' + ${quoted('oldSelf.version')} + ' -> ' + ${quoted('self.version')}`;
-  const rules: Rule[] = [
-    {
-      rule: `self.engine != oldSelf.engine || !${lowerVersion('self.version', 'oldSelf.version')}`,
-      messageExpression: `${move} + ' is a ' + self.engine + ' downgrade: ' + ${celString(DOWNGRADE_ADVICE)}`,
-      fieldPath: '.version',
-      reason: FORBIDDEN,
-    },
-  ];
-  for (const e of ENGINES) {
-    const same = `self.engine != ${celString(e)} || oldSelf.engine != ${celString(e)} || self.version == oldSelf.version`;
-    if (VERSION_UPGRADES[e] === 'never') {
-      rules.push({
-        rule: `${same} || ${lowerVersion('self.version', 'oldSelf.version')}`,
-        messageExpression: `${move} + ${celString(
-          `: ${e} major version changes are not done in place (that needs pg_upgrade or a dump and restore): ` +
-            'create a new Database with the new version and migrate the data',
-        )}`,
-        fieldPath: '.version',
-        reason: FORBIDDEN,
-      });
-      continue;
-    }
-    const m = rankMap(e);
-    const known = `!(self.version in ${m}) || !(oldSelf.version in ${m})`;
-    rules.push({
-      rule: `${same} || ${known} || ${m}[self.version] <= ${m}[oldSelf.version] + 1`,
-      messageExpression: `${move} + ${celString(
-        `: ${e} upgrades go one release at a time (${SUPPORTED_VERSIONS[e].join(' -> ')}): upgrade to the next version first`,
-      )}`,
-      fieldPath: '.version',
-      reason: FORBIDDEN,
-    });
-  }
-  return rules;
-}
-
-/**
- * spec rule: parameters do not set operator-managed settings. The message lists them for the engine (naming
- * the keys sent would need a filter over map keys of unbounded length: over the API server's cost budget).
- */
-export function reservedParametersRule(): Rule {
-  const checks = ENGINES.map((e) => {
-    const key = e === 'mysql' ? `k.lowerAscii().replace('-', '_')` : 'k.lowerAscii()';
-    return `(self.engine == ${celString(e)} && self.parameters.exists(k, ${key} in ${celList(RESERVED_PARAMETERS[e])}))`;
-  });
-  const message = ENGINES.reduceRight(
-    (rest, e) =>
-      `self.engine == ${celString(e)} ? ${celString(
-        `parameters may not set settings the operator manages for ${e}: ${RESERVED_PARAMETERS[e].join(', ')}`,
-      )} : ${rest}`,
-    celString('parameters may not set settings the operator manages'),
-  );
-  return {
-    rule: `!has(self.parameters) || !(${checks.join(' || ')})`,
-    messageExpression: message,
-    fieldPath: '.parameters',
-    reason: FORBIDDEN,
-  };
-}
-
-/** spec transition rule: `field` (a string field of the spec) never changes; the message shows the change. */
-function immutableRule(field: string, why: string): Rule {
-  return {
-    rule: `self.${field} == oldSelf.${field}`,
-    messageExpression: `'${field} is immutable (' + ${quoted(`oldSelf.${field}`)} + ' -> ' + ${quoted(`self.${field}`)} + '): ' + ${celString(why)}`,
-    fieldPath: `.${field}`,
-    reason: FORBIDDEN,
-  };
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The schema.
+export * from './constants.ts';
+export { reservedParametersRule, supportedVersionRule, versionTransitionRules } from './rules.ts';
 
 const IDENTIFIER = '^[a-z_][a-z0-9_]*$';
 const storageClass = (o: string) =>

@@ -16,7 +16,7 @@
  * via configMapKeyRef), so the same text runs in the pod and, with other hosts, ports and paths, in the
  * replication test on real postgres.
  */
-import { type DefaultedDatabase, RESERVED_PARAMETERS } from '../../../api/v1/database.ts';
+import type { DefaultedDatabase } from '../../../api/v1/database.ts';
 import { primaryLeaseSeconds } from '../desired/defaults.ts';
 import {
   CLUSTER_KEYS,
@@ -28,7 +28,6 @@ import {
   SECRET_KEYS,
   VOLUMES,
 } from '../desired/names.ts';
-import { MiB, parseQuantity } from '../desired/quantity.ts';
 import { SERVER_CONTAINER, SIDECAR_CONTAINER } from '../failover/decide.ts';
 import {
   configEnv,
@@ -40,12 +39,34 @@ import {
   secretEnv,
   valueEnv,
 } from './common.ts';
+import { pgHbaConf, postgresConf } from './postgres/config.ts';
 import { CREDENTIAL_FILES, credentialsScript } from './postgres/credentials.ts';
-import { FENCED_PRIMARY, synchronousStandbyNames } from './postgres/failover.ts';
+import { FENCED_PRIMARY } from './postgres/failover.ts';
 import { healthScript, maxLagBytes } from './postgres/health.ts';
 import { observePostgres } from './postgres/identity.ts';
 import { postgresImageProblem } from './postgres/image.ts';
 import { instanceScript } from './postgres/instance.ts';
+import {
+  LEASE_TOKEN_SECONDS,
+  POD_PATHS,
+  POSTGRES_ADMIN_USER,
+  POSTGRES_CREDENTIALS_DIR,
+  POSTGRES_FILES,
+  POSTGRES_LEASE_TOKEN_VOLUME,
+  POSTGRES_PASSFILE,
+  POSTGRES_PORT,
+  POSTGRES_REPLICATION_USER,
+  POSTGRES_RUN_DIR,
+  POSTGRES_SOCKET_DIR,
+  POSTGRES_TERMINATION_GRACE,
+  POSTGRES_TLS_DIR,
+  POSTGRES_TLS_FILES,
+  POSTGRES_UID,
+  type PostgresPaths,
+  postgresImage,
+  postgresLayout,
+  postgresMajor,
+} from './postgres/layout.ts';
 import { LEASE_TOKEN_DIR, leaseScript } from './postgres/lease.ts';
 import { POSTGRES_TLS_VOLUME } from './postgres/primary-tls.ts';
 import { roleVerifier } from './postgres/scram.ts';
@@ -60,6 +81,7 @@ import type {
   VolumeMount,
 } from './types.ts';
 
+export * from './postgres/config.ts';
 export * from './postgres/credentials.ts';
 export * from './postgres/designation.ts';
 export * from './postgres/failover.ts';
@@ -67,236 +89,12 @@ export * from './postgres/health.ts';
 export * from './postgres/identity.ts';
 export * from './postgres/image.ts';
 export * from './postgres/instance.ts';
+export * from './postgres/layout.ts';
 export * from './postgres/lease.ts';
 export * from './postgres/primary-tls.ts';
 export * from './postgres/replication.ts';
 export * from './postgres/report.ts';
 export * from './postgres/scram.ts';
-
-export const POSTGRES_PORT = 5432;
-export const POSTGRES_UID = 999;
-export const POSTGRES_ADMIN_USER = 'postgres';
-export const POSTGRES_REPLICATION_USER = 'replicator';
-/** The image's socket directory (psql's compiled-in default on Debian). */
-export const POSTGRES_SOCKET_DIR = '/var/run/postgresql';
-/** Seconds the pod gets to stop; the preStop fast shutdown waits a little less. */
-export const POSTGRES_TERMINATION_GRACE = 60;
-
-export const POSTGRES_FILES = {
-  conf: 'postgresql.conf',
-  hba: 'pg_hba.conf',
-  instance: 'instance.sh',
-  health: 'health.sh',
-  credentials: 'credentials.sh',
-  lease: 'lease.sh',
-} as const;
-/** The projected volume of the instance ServiceAccount's token (the credentials sidecar only). */
-export const POSTGRES_LEASE_TOKEN_VOLUME = 'lease-token';
-/** Lifetime of the projected token (the kubelet rotates it at 80%). */
-export const LEASE_TOKEN_SECONDS = 3600;
-/** Where the credentials sidecar mounts the Secret (its verifiers and the replication password). */
-export const POSTGRES_CREDENTIALS_DIR = '/etc/opkit-credentials';
-/** The in-memory volume of the replication passfile (never on the data volume). */
-export const POSTGRES_RUN_DIR = '/run/opkit';
-export const POSTGRES_PASSFILE = `${POSTGRES_RUN_DIR}/pgpass`;
-/**
- * Where the server certificate Secret (`<name>-server`: tls.crt, tls.key, ca.crt) is mounted. The
- * kubelet makes the files root:<fsGroup 999> 0640 (defaultMode 0640, the pod's fsGroup), which
- * PostgreSQL accepts for a key owned by root (0600 if owned by the server's uid); it updates them in
- * place when the certificate is renewed, and the credentials sidecar reloads the server.
- */
-export const POSTGRES_TLS_DIR = '/etc/opkit-tls';
-export const POSTGRES_TLS_FILES = { cert: 'tls.crt', key: 'tls.key', ca: 'ca.crt' } as const;
-
-/** The major version of a spec.version ('16' -> 16, '16.4' -> 16). */
-export function postgresMajor(version: string): number {
-  const major = Number.parseInt(version, 10);
-  if (!Number.isInteger(major) || major <= 0) throw new Error(`not a postgres version: ${version}`);
-  return major;
-}
-
-/** The official image for a version: postgres:<major>, which follows the latest minor release. */
-export function postgresImage(version: string): string {
-  return `postgres:${postgresMajor(version)}`;
-}
-
-/**
- * The data layout of the official image. Up to 17 the image declares /var/lib/postgresql/data; the data
- * goes in a subdirectory of the mount (PGDATA=/var/lib/postgresql/data/pgdata). From 18 on the image
- * keeps data in /var/lib/postgresql/<major>/docker (pg_ctlcluster style, so `pg_upgrade --link` works
- * across majors on one volume) and expects the mount at /var/lib/postgresql; it refuses to start when
- * /var/lib/postgresql/data is a mount.
- */
-export function postgresLayout(version: string): DataLayout {
-  const major = postgresMajor(version);
-  if (major >= 18)
-    return { mountPath: '/var/lib/postgresql', dataDir: `/var/lib/postgresql/${major}/docker` };
-  return { mountPath: '/var/lib/postgresql/data', dataDir: '/var/lib/postgresql/data/pgdata' };
-}
-
-/** Where the server listens and finds its files: the pod's values, or a test's. */
-export interface PostgresPaths {
-  port: number;
-  /** Directory holding pg_hba.conf (the ConfigMap mount). */
-  configDir: string;
-  socketDir: string;
-  listenAddresses: string;
-  /** Directory holding tls.crt, tls.key and ca.crt (the server certificate Secret's mount). */
-  tlsDir: string;
-}
-
-export const POD_PATHS: PostgresPaths = {
-  port: POSTGRES_PORT,
-  configDir: CONFIG_DIR,
-  socketDir: POSTGRES_SOCKET_DIR,
-  listenAddresses: '*',
-  tlsDir: POSTGRES_TLS_DIR,
-};
-
-/** A postgresql.conf string literal. */
-export function pgQuote(value: string): string {
-  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
-}
-
-const PARAMETER_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
-
-/** The settings the operator manages (replication and paths): rendered last, so they always win. */
-export function managedSettings(paths: PostgresPaths = POD_PATHS): [string, string][] {
-  return [
-    ['listen_addresses', paths.listenAddresses],
-    ['port', String(paths.port)],
-    ['unix_socket_directories', paths.socketDir],
-    ['hba_file', `${paths.configDir}/${POSTGRES_FILES.hba}`],
-    ['wal_level', 'replica'],
-    ['max_wal_senders', '10'],
-    ['max_replication_slots', '10'],
-    ['hot_standby', 'on'],
-    // TLS always on: pg_hba only lets the application and replication users in over TLS (hostssl).
-    ['ssl', 'on'],
-    ['ssl_cert_file', `${paths.tlsDir}/${POSTGRES_TLS_FILES.cert}`],
-    ['ssl_key_file', `${paths.tlsDir}/${POSTGRES_TLS_FILES.key}`],
-    ['ssl_ca_file', `${paths.tlsDir}/${POSTGRES_TLS_FILES.ca}`],
-  ];
-}
-
-/** max_slot_wal_keep_size: the most WAL the primary keeps for a replica that does not stream. */
-export const POSTGRES_SLOT_WAL_BOUND = '1GB';
-
-/** Defaults derived from the spec, which spec.parameters may override. */
-export function tunedSettings(db: DefaultedDatabase): [string, string][] {
-  const out: [string, string][] = [
-    ['password_encryption', 'scram-sha-256'],
-    // spec.parameters may raise it to TLSv1.3.
-    ['ssl_min_protocol_version', 'TLSv1.2'],
-    // Each replica streams through a replication slot, which keeps the WAL it has not received yet,
-    // bounded: a replica gone for good must not fill the primary's volume. Past the bound its slot is
-    // invalidated and the replica is cloned again (instance.sh). Fixed, not derived from spec.storage,
-    // so growing the volume does not roll the pods; set spec.parameters for volumes under ~4Gi.
-    ['max_slot_wal_keep_size', POSTGRES_SLOT_WAL_BOUND],
-    // A little WAL beyond the slots, for pg_rewind of a former primary.
-    ['wal_keep_size', '128MB'],
-    // Needed by pg_rewind, so a former primary can rejoin as a replica after a failover.
-    ['wal_log_hints', 'on'],
-  ];
-  const memory = parseQuantity(db.spec.resources?.limits?.memory);
-  if (memory !== undefined && memory > 0) {
-    // A quarter of the memory limit, the usual starting point.
-    out.push(['shared_buffers', `${Math.max(32, Math.floor(memory / 4 / MiB))}MB`]);
-  }
-  return out;
-}
-
-/**
- * spec.parameters that may be rendered: well-formed, single-line and not managed by the operator (the
- * API server already refuses the others; this is the second line of defence).
- */
-export function userSettings(db: DefaultedDatabase, reserved: readonly string[]): [string, string][] {
-  const managed = new Set(reserved.map((r) => r.toLowerCase()));
-  return Object.entries(db.spec.parameters ?? {})
-    .filter(([k, v]) => PARAMETER_NAME.test(k) && !/[\r\n]/.test(v) && !managed.has(k.toLowerCase()))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-/**
- * postgresql.conf: tuned defaults, then spec.parameters, then the managed settings (later lines win in
- * postgresql.conf, so a parameter can never undo replication). Deterministic: the same spec renders the
- * same text, so the config hash only changes when the configuration does.
- */
-export function postgresConf(db: DefaultedDatabase, paths: PostgresPaths = POD_PATHS): string {
-  const managed = managedSettings(paths);
-  const sync = synchronousStandbyNames(db.metadata.name ?? '', db.spec.synchronousReplicas ?? 0);
-  // Only when asked for: an asynchronous Database renders (and hashes) as before.
-  if (sync) managed.push(['synchronous_standby_names', sync]);
-  const line = ([k, v]: [string, string]) => `${k} = ${pgQuote(v)}`;
-  const reserved = [...RESERVED_PARAMETERS.postgres, ...managed.map(([k]) => k)];
-  return [
-    '# Rendered by opkit-database-operator from the Database spec: set spec.parameters instead of editing.',
-    '',
-    '# Defaults (spec.parameters may override them)',
-    ...tunedSettings(db).map(line),
-    '',
-    '# spec.parameters',
-    ...userSettings(db, reserved).map(line),
-    '',
-    '# Managed by the operator (replication, paths)',
-    ...managed.map(line),
-    '',
-  ].join('\n');
-}
-
-/** A name in pg_hba.conf: double-quoted, so that it is taken literally (never a keyword like `all`). */
-function hbaName(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
-/** Who may connect to what, besides the superuser: the application user to its database. */
-export interface HbaUsers {
-  appUser: string;
-  appDatabase: string;
-  adminUser?: string;
-  replicationUser?: string;
-}
-
-/**
- * pg_hba.conf, first match wins:
- *   - the superuser only through the local socket by peer authentication (the scripts and probes, as
- *     the image's `postgres` OS user); over the network it is rejected whatever the password;
- *   - the replication user, over TLS (hostssl) by SCRAM, for replication and for pg_rewind (the postgres
- *     database) only;
- *   - the application user, by SCRAM, to its database only: over TLS (hostssl), or the local socket;
- *   - everything else rejected, TCP without TLS included. No `host all all all`.
- * `network`: where clients come from (`all`: pod CIDRs are not known here).
- */
-export function pgHbaConf(users: HbaUsers, network = 'all'): string {
-  const admin = users.adminUser ?? POSTGRES_ADMIN_USER;
-  const repl = users.replicationUser ?? POSTGRES_REPLICATION_USER;
-  const app = hbaName(users.appUser);
-  const appDb = hbaName(users.appDatabase);
-  const rows: [string, string, string, string, string][] = [
-    ['# TYPE', 'DATABASE', 'USER', 'ADDRESS', 'METHOD'],
-    ['local', 'all', hbaName(admin), '', 'peer'],
-    ['host', 'all', hbaName(admin), network, 'reject'],
-    ['hostssl', 'replication', hbaName(repl), network, 'scram-sha-256'],
-    // pg_rewind of a replica that diverged reads the primary's files through the postgres database.
-    ['hostssl', 'postgres', hbaName(repl), network, 'scram-sha-256'],
-    ['local', appDb, app, '', 'scram-sha-256'],
-    ['hostssl', appDb, app, network, 'scram-sha-256'],
-    ['local', 'all', 'all', '', 'reject'],
-    ['host', 'all', 'all', network, 'reject'],
-  ];
-  const width = (i: number) => Math.max(...rows.map((r) => (r[i] ?? '').length)) + 2;
-  const widths = [width(0), width(1), width(2), width(3)];
-  return [
-    '# Rendered by opkit-database-operator.',
-    ...rows.map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('')
-        .trimEnd(),
-    ),
-    '',
-  ].join('\n');
-}
 
 /**
  * The probe commands.

@@ -34,13 +34,14 @@
  *              when the new primary is Ready: status.lastFailover, Events, status.failover cleared. The
  *              former primary rejoins by itself when it comes back (it may be on a dead node: nothing
  *              waits for it).
+ *
+ * The start is in start.ts, the fence in fence.ts, the candidates' states in candidates.ts; the
+ * decisions themselves (pure) in decide.ts and lease.ts.
  */
 import {
   type Client,
   ConfigMaps,
   ConflictError,
-  ContainerNotFoundError,
-  ContainerNotRunningError,
   type Logger,
   messageOf,
   type Node,
@@ -58,14 +59,10 @@ import {
   Databases,
   DEFAULT_FAILOVER_DELAY_SECONDS,
   type DefaultedDatabase,
-  ROLE_LABEL,
-  ROLE_PRIMARY,
 } from '../../../api/v1/database.ts';
 import { CLUSTER_KEYS, childNames } from '../desired/names.ts';
 import {
   designateCommand,
-  FENCED_PRIMARY,
-  fenceCommand,
   type InstanceState,
   parseInstanceState,
   promoteCommand,
@@ -73,26 +70,15 @@ import {
   stateCommand,
 } from '../engines/postgres/failover.ts';
 import { slotName } from '../engines/postgres/instance.ts';
-import { podOrdinal } from '../roles.ts';
-import { hadRun, isPodReady } from '../status.ts';
-import {
-  type CandidateState,
-  candidatePods,
-  chooseCandidate,
-  decideFailover,
-  FAILOVER_REASONS,
-  type FailoverInput,
-  nodeReady,
-  position,
-  SERVER_CONTAINER,
-  SIDECAR_CONTAINER,
-  serverRunning,
-  timeOf,
-} from './decide.ts';
-import { fencedByLease, primaryLeaseState } from './lease.ts';
+import { isPodReady } from '../status.ts';
+import { candidateStates } from './candidates.ts';
+import { chooseCandidate, nodeReady, position, SERVER_CONTAINER, serverRunning, timeOf } from './decide.ts';
+import { fencedEverywhere, fenceFormerPrimary } from './fence.ts';
 import type { LeaseView, PrimaryLeaseAccess } from './lease-io.ts';
 import type { FailoverMetrics } from './metrics.ts';
 import type { NodeHeartbeatView } from './node-heartbeat-io.ts';
+import { maybeStart } from './start.ts';
+import { EXEC_TIMEOUT_MS, isoNow, QUERY_TIMEOUT_MS, RETRY_MS, STEP_MS } from './timing.ts';
 
 export type FailoverRecord = NonNullable<DatabaseStatus['failover']>;
 
@@ -130,20 +116,7 @@ export interface FailoverOutcome {
   leaseRecheckMs?: number;
 }
 
-/** Exec timeout: a fast shutdown is bounded at 50 s by the commands themselves. */
-const EXEC_TIMEOUT_MS = 60_000;
-const QUERY_TIMEOUT_MS = 20_000;
-/** How long a primary that is not Ready gets to answer before it is failed over. */
-const CONFIRM_TIMEOUT_MS = 15_000;
-/** How soon to look again while a step takes effect. */
-const STEP_MS = 1_000;
-const RETRY_MS = 3_000;
-
-function isoNow(ms: number): string {
-  return new Date(ms).toISOString();
-}
-
-class Procedure {
+export class Procedure {
   readonly ctx: FailoverContext;
   readonly ns: string;
   readonly name: string;
@@ -233,7 +206,7 @@ class Procedure {
   /** The procedure's step for this reconcile. */
   async run(): Promise<FailoverOutcome> {
     const f = this.status.failover;
-    if (!f) return this.maybeStart();
+    if (!f) return maybeStart(this);
     switch (f.phase) {
       case 'Fencing':
         return this.fencing(f);
@@ -248,101 +221,6 @@ class Procedure {
     return { db: this.db, fenced, ...(requeueMs !== undefined ? { requeueMs } : {}) };
   }
 
-  async maybeStart(): Promise<FailoverOutcome> {
-    // A Database that never ran has no primary to lose: a new one is slow to become ready (initdb, the
-    // first clones), and its replicas hold nothing the primary could lose.
-    if (!hadRun(this.status)) return this.done(false);
-    const primaryPod = this.pod(this.primary);
-    const switchoverTo = this.db.metadata.annotations?.[ANNOTATION_SWITCHOVER_TO];
-    const input: FailoverInput = {
-      statefulSet: this.name,
-      primary: this.primary,
-      replicas: this.ctx.spec.spec.replicas,
-      pods: this.ctx.pods,
-      nodes: new Map(),
-      now: this.ctx.now(),
-      delayMs: this.delayMs(),
-      switchoverTo,
-      silentNodes: this.silentNodes(),
-    };
-    input.nodes = await this.nodes([primaryPod?.spec?.nodeName]);
-    let leaseRecheckMs: number | undefined;
-    const view = await this.leaseView();
-    if (view) {
-      const state = primaryLeaseState({ ...view, primary: this.primary });
-      if (state.kind === 'expired') input.leaseExpired = true;
-      if (state.kind === 'held') {
-        leaseRecheckMs = state.recheckMs + 100;
-        // Its sidecar renews: it fences the primary when the failover clears the holder, so a silent
-        // node may count against the primary (decide.ts).
-        input.leaseHeld = true;
-      }
-    }
-    let decision = decideFailover(input);
-    if (decision.kind === 'start' || decision.kind === 'blocked') {
-      // Decide again knowing the candidates' nodes (one read each, only when it matters).
-      input.nodes = await this.nodes(this.ctx.pods.map((p) => p.spec?.nodeName));
-      decision = decideFailover(input);
-    }
-    switch (decision.kind) {
-      case 'none':
-        return { ...this.done(false), ...(leaseRecheckMs !== undefined ? { leaseRecheckMs } : {}) };
-      case 'wait':
-        this.ctx.log?.info({ reason: decision.reason, afterMs: decision.afterMs }, decision.message);
-        return this.done(false, decision.afterMs + 100);
-      case 'blocked':
-        this.ctx.warning('FailoverBlocked', 'Failover', decision.message);
-        return this.done(false, 5_000);
-      case 'refuse':
-        this.ctx.warning('SwitchoverRefused', 'Switchover', decision.message);
-        await this.removeAnnotation();
-        return this.done(false);
-    }
-    if (decision.reason === FAILOVER_REASONS.notReady) {
-      // Not Ready may only mean slow: a probe that timed out on a loaded node. Ask the primary itself
-      // (a generous timeout); one that answers as a primary is not failed over (its own probe decides
-      // again); one that does not answer, or answers in recovery, is.
-      const answer = await this.exec(decision.from, stateCommand(), CONFIRM_TIMEOUT_MS)
-        .then((r) => (r.exitCode === 0 ? parseInstanceState(r.stdout) : undefined))
-        .catch(() => undefined);
-      if (answer && !answer.inRecovery) {
-        this.ctx.log?.info(
-          { primary: decision.from },
-          `${decision.message}, but it answers as the primary: no failover`,
-        );
-        return this.done(false, 5_000);
-      }
-    }
-    const started = isoNow(this.ctx.now());
-    await this.write((s) => {
-      s.failover = {
-        reason: decision.reason,
-        from: decision.from,
-        ...(decision.to ? { to: decision.to } : {}),
-        phase: 'Fencing',
-        ...(decision.switchover ? { switchover: true } : {}),
-        startedAt: started,
-      };
-      s.primaryEpoch = (s.primaryEpoch ?? 0) + 1;
-    });
-    if (switchoverTo !== undefined) await this.removeAnnotation();
-    await this.clearLeaseHolder();
-    const labels = { namespace: this.ns, database: this.name };
-    if (decision.switchover) this.ctx.metrics?.switchovers.inc(labels);
-    else this.ctx.metrics?.failovers.inc({ ...labels, reason: decision.reason });
-    this.ctx.normal(
-      decision.switchover ? 'SwitchoverStarted' : 'FailoverStarted',
-      decision.switchover ? 'Switchover' : 'Failover',
-      `${decision.message}: fencing ${decision.from}`,
-    );
-    return this.done(true, 0);
-  }
-
-  /**
-   * The Lease names nobody: the former primary's sidecar fences it at once if it can read it (and
-   * otherwise once it cannot renew). A failure is retried by the reconcile's step, which keeps the holder
-   * '' while the pods are handed `none`.
-   */
   /** The Lease as read now; undefined when there is no access or the read failed (then it says nothing). */
   async leaseView(): Promise<LeaseView | undefined> {
     try {
@@ -353,6 +231,11 @@ class Procedure {
     }
   }
 
+  /**
+   * The Lease names nobody: the former primary's sidecar fences it at once if it can read it (and
+   * otherwise once it cannot renew). A failure is retried by the reconcile's step, which keeps the holder
+   * '' while the pods are handed `none`.
+   */
   async clearLeaseHolder(): Promise<void> {
     try {
       await this.ctx.lease?.setHolder('');
@@ -374,152 +257,15 @@ class Procedure {
     }
   }
 
-  /** The pods were handed `none` and nobody carries role=primary (what this reconcile's steps write). */
-  fencedEverywhere(): boolean {
-    const cm = this.ctx.configData?.[CLUSTER_KEYS.primary];
-    const labelled = this.ctx.pods.some(
-      (p) => p.metadata.labels?.[ROLE_LABEL] === ROLE_PRIMARY && !p.metadata.deletionTimestamp,
-    );
-    return cm === FENCED_PRIMARY && !labelled;
-  }
-
-  /**
-   * Stops the former primary; true once it is fenced. A server container that is not running (crashed,
-   * in CrashLoopBackOff) is not fenced by that alone: the kubelet may be starting it again right now,
-   * with the designation it had (the cached pod status lags), and it would come back as a writable
-   * primary beside the one promoted next. So the fence (the designation `none`, then a fast shutdown if
-   * a server runs) goes through the sidecar, which shares the designation file and the process
-   * namespace: a server that starts later waits for a new designation (instance.sh).
-   */
-  async fence(from: string): Promise<{ fenced: boolean; why: string; retryMs?: number }> {
-    const pod = this.pod(from);
-    if (!pod) return { fenced: true, why: `${from}'s pod is gone` };
-    const node = pod.spec?.nodeName ?? '';
-    if (this.silentNodes().has(node)) {
-      // Its kubelet is silent: exec would fail (or hang until its timeout) without reaching it. Only the
-      // Lease is read: look again every second for the sidecar's acknowledgement.
-      return this.fenceUnreachable(from, pod, `the kubelet of its node ${node} is silent`, STEP_MS);
-    }
-    // The server container first, whatever the cached status says: its kubelet's answer is fresh.
-    let down: string;
-    try {
-      const r = await this.exec(from, fenceCommand(this.epoch));
-      if (r.exitCode === 0) return { fenced: true, why: `${from} stopped (fast shutdown)` };
-      return {
-        fenced: false,
-        why: `stopping ${from} failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
-      };
-    } catch (err) {
-      // A node that does not answer, a timeout: the Lease's to fence, not the sidecar's (it would wait as long).
-      if (!(err instanceof ContainerNotRunningError)) return this.fenceUnreachable(from, pod, messageOf(err));
-      down = messageOf(err);
-    }
-    try {
-      const r = await this.exec(from, fenceCommand(this.epoch), EXEC_TIMEOUT_MS, SIDECAR_CONTAINER);
-      if (r.exitCode === 0) {
-        return {
-          fenced: true,
-          why: `${from} fenced through its sidecar (its server is not running: ${down}): it waits for a designation`,
-        };
-      }
-      return {
-        fenced: false,
-        why: `fencing ${from} through its sidecar failed (${r.exitCode}): ${r.stderr.trim().slice(-300)}`,
-      };
-    } catch (err) {
-      // The kubelet says neither container runs (or the pod has no sidecar): they start again with the
-      // ConfigMap's `none` (the fence began once the ConfigMap said so).
-      if (err instanceof ContainerNotRunningError || err instanceof ContainerNotFoundError) {
-        return { fenced: true, why: `${from}'s containers are not running (${down}; ${messageOf(err)})` };
-      }
-      return this.fenceUnreachable(from, pod, `${down}; its sidecar: ${messageOf(err)}`);
-    }
-  }
-
-  /**
-   * A former primary exec cannot reach (a dead kubelet): its own sidecar fences it when the Lease says
-   * so (the failover cleared the holder), else it counts as fenced once its node has been NotReady for
-   * failoverDelay.
-   */
-  async fenceUnreachable(
-    from: string,
-    pod: Pod,
-    why: string,
-    retryMs = RETRY_MS,
-  ): Promise<{ fenced: boolean; why: string; retryMs?: number }> {
-    const view = await this.leaseView();
-    if (view) {
-      const byLease = fencedByLease({ ...view, from });
-      if (byLease.kind === 'fenced') return { fenced: true, why: byLease.why };
-      if (byLease.kind === 'wait') {
-        return {
-          fenced: false,
-          why: `cannot reach ${from} (${why}); ${byLease.message}`,
-          retryMs: Math.min(retryMs, byLease.afterMs + 100),
-        };
-      }
-    }
-    const nodes = await this.nodes([pod.spec?.nodeName]);
-    const node = nodeReady(nodes.get(pod.spec?.nodeName ?? ''));
-    if (!node.ready && this.ctx.now() - (node.since ?? this.ctx.now()) >= this.delayMs()) {
-      return {
-        fenced: true,
-        why: `${from} cannot be reached (its node is NotReady): the Services no longer route to it, and it waits for a designation should it come back`,
-      };
-    }
-    return { fenced: false, why: `cannot reach ${from}: ${why}` };
-  }
-
-  /** Each candidate's state, through exec; those that do not answer are left out. */
-  async candidateStates(
-    exclude: string,
-  ): Promise<{ states: CandidateState[]; all: Map<string, InstanceState> }> {
-    const input: FailoverInput = {
-      statefulSet: this.name,
-      primary: exclude,
-      replicas: this.ctx.spec.spec.replicas,
-      pods: this.ctx.pods,
-      nodes: await this.nodes(this.ctx.pods.map((p) => p.spec?.nodeName)),
-      now: this.ctx.now(),
-      delayMs: this.delayMs(),
-      silentNodes: this.silentNodes(),
-    };
-    const states: CandidateState[] = [];
-    const all = new Map<string, InstanceState>();
-    await Promise.all(
-      candidatePods(input).map(async (p) => {
-        const pod = p.metadata.name ?? '';
-        try {
-          const r = await this.exec(pod, stateCommand(), QUERY_TIMEOUT_MS);
-          const st = r.exitCode === 0 ? parseInstanceState(r.stdout) : undefined;
-          if (!st) return;
-          all.set(pod, st);
-          states.push({
-            pod,
-            ordinal: podOrdinal(this.name, pod) ?? 0,
-            inRecovery: st.inRecovery,
-            receivedLsn: st.receivedLsn ?? st.currentLsn,
-            replayedLsn: st.replayedLsn,
-            timeline: st.timeline,
-            systemIdentifier: st.systemIdentifier,
-          });
-        } catch (err) {
-          this.ctx.log?.info({ pod, err: String(err) }, 'candidate did not answer');
-        }
-      }),
-    );
-    return { states, all };
-  }
-
   async fencing(f: FailoverRecord): Promise<FailoverOutcome> {
-    if (!this.fencedEverywhere()) return this.done(true, STEP_MS);
-    const fence = await this.fence(f.from);
+    if (!fencedEverywhere(this)) return this.done(true, STEP_MS);
+    const fence = await fenceFormerPrimary(this, f.from);
     if (!fence.fenced) {
       await this.note(f, fence.why);
       return this.done(true, fence.retryMs ?? RETRY_MS);
     }
     this.ctx.metrics?.fencing.inc({ namespace: this.ns, database: this.name });
-    const { states } = await this.candidateStates(f.from);
+    const { states } = await candidateStates(this, f.from);
     const choice = chooseCandidate(states, {
       replicas: this.ctx.spec.spec.replicas,
       synchronousReplicas: this.ctx.spec.spec.synchronousReplicas ?? 0,

@@ -1,6 +1,6 @@
 /** Shared by the CLI's tests: temporary folders and running `opkit` in-process or as a process. */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -131,4 +131,31 @@ export async function scaffold(
     ...(opts.generate === false ? ['--generate=false'] : []),
   ]);
   if (api.code !== 0) throw new Error(`create api failed: ${api.stderr}`);
+}
+
+/**
+ * Asserts that importing `entry` in a pod's container (its user, environment and Node, with `nodeFlags`:
+ * its ENTRYPOINT's) reads the compile cache the image was built with: Node's NODE_DEBUG_NATIVE log says
+ * the code cache of each of `modules` (file URLs) was accepted.
+ */
+export function assertPodReadsCompileCache(
+  kubeconfig: string,
+  pod: { namespace: string; target: string; container: string },
+  nodeFlags: string[],
+  entry: string,
+  modules: string[],
+): void {
+  const r = spawnSync(
+    'kubectl',
+    [
+      ...['--kubeconfig', kubeconfig, '-n', pod.namespace, 'exec', pod.target, '-c', pod.container, '--'],
+      ...['env', 'NODE_DEBUG_NATIVE=COMPILE_CACHE', 'node', ...nodeFlags, '--input-type=module'],
+      ...['-e', `await import(${JSON.stringify(entry)})`],
+    ],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
+  assert.equal(r.status, 0, r.stderr);
+  for (const m of modules)
+    assert.ok(r.stderr.includes(`V8 code cache for ESM ${m} was accepted`), `${m}:\n${r.stderr}`);
+  assert.doesNotMatch(r.stderr, /was rejected/);
 }

@@ -35,7 +35,13 @@ import {
 } from '@opkit/runtime';
 import { eventually } from '@opkit/runtime/testing';
 import { parse } from 'yaml';
-import { expectOk, opkitProcess, tempDir, upRealCluster } from '../../../../packages/cli/test/helpers.ts';
+import {
+  assertPodReadsCompileCache,
+  expectOk,
+  opkitProcess,
+  tempDir,
+  upRealCluster,
+} from '../../../../packages/cli/test/helpers.ts';
 import { type Database, Databases } from '../../src/api/v1/database.ts';
 import { OPERATOR_DIR, SAMPLE_YAML } from './helpers.ts';
 
@@ -126,31 +132,15 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     );
   };
   const logsOf = (namespace: string, pod: string) => kubectl('-n', namespace, 'logs', pod, '-c', 'manager');
-  /** What the ENTRYPOINT loads, loaded in `pod`'s manager container (its user, environment and Node). */
-  const assertReadsCompileCache = (namespace: string, pod: string) => {
-    const r = kubectl(
-      '-n',
-      namespace,
-      'exec',
-      pod,
-      '-c',
-      'manager',
-      '--',
-      'env',
-      'NODE_DEBUG_NATIVE=COMPILE_CACHE',
-      'node',
-      '--max-semi-space-size=4',
-      '--max-opt=2',
-      '--input-type=module',
-      '-e',
-      "await import('/app/operators/database/dist/main.js')",
+  /** The ENTRYPOINT's bundle, imported in `pod`'s manager container, reads the image's compile cache. */
+  const assertReadsCompileCache = (namespace: string, pod: string) =>
+    assertPodReadsCompileCache(
+      kubeconfig,
+      { namespace, target: pod, container: 'manager' },
+      ['--max-semi-space-size=4', '--max-opt=2'],
+      '/app/operators/database/dist/main.js',
+      ['file:///app/operators/database/dist/main.js'],
     );
-    assert.equal(r.status, 0, r.stderr);
-    assert.match(
-      r.stderr,
-      /V8 code cache for ESM file:\/\/\/app\/operators\/database\/dist\/main\.js was accepted/,
-    );
-  };
 
   before(async () => {
     realCluster = await upRealCluster(OPERATOR_DIR, cluster);

@@ -11,7 +11,8 @@
  * instead of hanging CI. Node gives a test inside `describe(..., { timeout })` this default, not the suite's, so
  * it must exceed the slowest single test or hook (a cluster start-up, the CLI workflow's npm install).
  * `--test-force-exit` ends a file's process once its tests are done even if a timed-out test left a timer or
- * socket behind (otherwise that process, and with it the run, would never end).
+ * socket behind (otherwise that process, and with it the run, would never end); test-preload.ts makes sure
+ * that exit does not drop the results the process has yet to write.
  */
 import { spawnSync } from 'node:child_process';
 import { globSync } from 'node:fs';
@@ -57,6 +58,7 @@ if (!/^[1-9][0-9]*$/.test(timeout)) {
 const result = spawnSync(
   process.execPath,
   [
+    `--import=${new URL('./test-preload.ts', import.meta.url).href}`,
     '--test',
     `--test-concurrency=${concurrency}`,
     `--test-timeout=${timeout}`,

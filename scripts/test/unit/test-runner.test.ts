@@ -1,6 +1,12 @@
-/** scripts/test.ts: a hung test fails after the default per-test timeout instead of hanging the run. */
+/**
+ * scripts/test.ts: a hung test fails after the default per-test timeout instead of hanging the run, and every
+ * test's result reaches the report.
+ */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -40,4 +46,28 @@ test('a malformed OPKIT_TEST_TIMEOUT is refused, saying what is expected', { tim
   const r = await runTests(['scripts/test/fixtures/hangs.ts'], { OPKIT_TEST_TIMEOUT: '10m' });
   assert.equal(r.code, 2, r.output);
   assert.match(r.output, /OPKIT_TEST_TIMEOUT must be a number of milliseconds/);
+});
+
+test('every result reaches the report: 40 files of 50 tests, two at a time, force-exited, count 2000', {
+  timeout: 300_000,
+}, async () => {
+  // Without test-preload.ts, Node dropped results of files whose process exited with writes still queued.
+  const dir = mkdtempSync(join(tmpdir(), 'opkit-test-runner-'));
+  try {
+    const files = Array.from({ length: 40 }, (_, f) => {
+      const file = join(dir, `f${f}.test.mjs`);
+      const tests = Array.from(
+        { length: 50 },
+        (_, t) => `test('file ${f}, test ${t}: a name as long as the real ones tend to be', () => {});`,
+      );
+      writeFileSync(file, ["import { test } from 'node:test';", ...tests].join('\n'));
+      return file;
+    });
+    const r = await runTests(files, { OPKIT_TEST_CONCURRENCY: '2' });
+    assert.equal(r.code, 0, r.output.slice(-2000));
+    assert.match(r.output, /ℹ tests 2000\n/);
+    assert.match(r.output, /ℹ pass 2000\n/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
+  copyFileSync,
   cpSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -33,9 +35,28 @@ function app(name: string, main = ''): string {
   return dir;
 }
 
+/**
+ * This Node where any uid can run it: the checkout (and so the npm package's node) may sit in a directory
+ * only root can enter, such as a fresh clone in a `mktemp -d` directory.
+ */
+let sharedNode: string | undefined;
+function nodeForAnyUid(): string {
+  if (sharedNode) return sharedNode;
+  const path = join(root, 'node');
+  try {
+    linkSync(process.execPath, path);
+  } catch {
+    copyFileSync(process.execPath, path);
+  }
+  chmodSync(path, 0o755);
+  sharedNode = path;
+  return path;
+}
+
 /** What Node says of its compile cache when it runs the app from `dir` as `uid`. */
 function runWithCache(dir: string, cacheDir: string, uid?: number, flags: string[] = []): string {
-  const r = spawnSync(process.execPath, [...flags, 'src/main.ts'], {
+  const node = uid === undefined ? process.execPath : nodeForAnyUid();
+  const r = spawnSync(node, [...flags, 'src/main.ts'], {
     cwd: dir,
     encoding: 'utf8',
     env: {
@@ -46,7 +67,7 @@ function runWithCache(dir: string, cacheDir: string, uid?: number, flags: string
     },
     ...(uid === undefined ? {} : { uid, gid: uid }),
   });
-  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.status, 0, `${r.error ?? ''} ${r.stderr}`);
   assert.match(r.stdout, /started 42/);
   return r.stderr;
 }

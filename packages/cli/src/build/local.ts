@@ -1,8 +1,9 @@
 /**
  * opkit's own image builder: follows the Dockerfile of a build context without a container engine.
  * Each stage is a directory standing for its filesystem (only what the Dockerfile adds), COPY copies into
- * it, RUN npm ... runs the host's npm in the stage's WORKDIR (with the image's Node first on PATH), and the last stage's directory becomes one layer on top of the local base image
- * (opkit.local/node:24 for node:24*): an OCI archive that `ctr images import` and load-image take.
+ * it, RUN npm ... runs the host's npm in the stage's WORKDIR (with the image's Node first on PATH), and the
+ * last stage's directory becomes one layer on top of the local base image (opkit.local/node:24 for
+ * node:24*): an OCI archive that `ctr images import` and load-image take.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';

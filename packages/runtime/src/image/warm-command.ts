@@ -20,9 +20,12 @@ Flags:
   --uid <uid>         the uid the image runs as, its USER (default: this process's uid)
   --timeout <s>       how long importing the entry may take (default 120)
 
-Example (Dockerfile):
-  ENV NODE_COMPILE_CACHE=/app/.node-compile-cache NODE_COMPILE_CACHE_PORTABLE=1
-  RUN npx opkit-warm-compile-cache --uid 65532 -- --max-semi-space-size=4 src/main.ts`;
+Example (Dockerfile, WORKDIR /app; an npm command, so opkit's builder follows it too):
+  ENV NODE_COMPILE_CACHE=/app/.node-compile-cache
+  ENV NODE_COMPILE_CACHE_PORTABLE=1
+  RUN npm exec -- opkit-warm-compile-cache --uid 65532 -- --max-semi-space-size=4 src/main.ts
+  USER 65532:65532
+  ENTRYPOINT ["node", "--max-semi-space-size=4", "src/main.ts"]`;
 
 export interface CommandIo {
   out(line: string): void;

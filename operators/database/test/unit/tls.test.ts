@@ -492,6 +492,60 @@ describe('reconcile: the TLS Secrets', () => {
     assert.ok(!recorder.events.some((e) => e.reason === 'CARegenerated'));
   });
 
+  test("a cache behind the API (a Secret written since it last saw it): decided again on the API's version, no Conflict", async () => {
+    // After an API server restart the Secrets' watch resumes seconds later; a reconcile meanwhile decided
+    // on the old version, its patch (on top of that resourceVersion) got a Conflict each time, and each
+    // failed reconcile logged an error (CI, the fault suite's API server restart).
+    await create();
+    await reconcile();
+    const original = structuredClone(get('orders-server')!);
+    // Written twice since: one key taken out (the version the cache shows), then put back (the API's).
+    await client.patch(
+      Secrets,
+      { namespace: NS, name: 'orders-server' },
+      {
+        type: 'merge',
+        body: { data: { 'ca.crt': null } },
+      },
+    );
+    const cached = structuredClone(get('orders-server')!);
+    await client.patch(
+      Secrets,
+      { namespace: NS, name: 'orders-server' },
+      {
+        type: 'merge',
+        body: { data: { 'ca.crt': original.data!['ca.crt']! } },
+      },
+    );
+    // The cache shows the version without ca.crt: the step would put it back, on top of that version.
+    const inner = managedOnlyReader(client);
+    deps = {
+      ...deps,
+      reader: {
+        ...inner,
+        get: async (res, key) => (key.name === 'orders-server' ? cached : inner.get(res, key)) as never,
+      },
+    };
+    const before = get('orders-server')!.metadata.resourceVersion;
+    client.clearActions();
+    await reconcile();
+    assert.equal(
+      get('orders-server')!.metadata.resourceVersion,
+      before,
+      'nothing to write: the API has it all',
+    );
+    assert.deepEqual(
+      client
+        .actions({ resource: Secrets })
+        .filter((a) => a.verb === 'get')
+        .map((a) => a.name)
+        .filter((n) => n === 'orders-server'),
+      ['orders-server'],
+      'read from the API once, after the Conflict',
+    );
+    assert.ok(!recorder.events.some((e) => e.type === 'Warning'), JSON.stringify(recorder.events));
+  });
+
   test('MySQL gets none of them', async () => {
     await create({ engine: 'mysql', version: '8.4' });
     await reconcile();

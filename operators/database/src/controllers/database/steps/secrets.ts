@@ -4,6 +4,7 @@
  */
 import {
   AlreadyExistsError,
+  ConflictError,
   deepCopy,
   hasOwnerReference,
   isControlledBy,
@@ -137,17 +138,21 @@ export async function ensureCredentials(run: Run): Promise<void> {
 
 /**
  * The SecretStore of the TLS step: ownership checked, created or merge-patched (RBAC: no update).
- * `fromApi` false: a Secret the cache does not show is taken to be missing, and the create that follows
- * finds out otherwise (AlreadyExists: see withTlsStore); true: the API is asked about it.
+ * Where it reads a Secret (see withTlsStore): `cache`, a Secret the cache does not show is taken to be
+ * missing, and the create that follows finds out otherwise; `cache-then-api`, the API is asked about one
+ * the cache does not show; `api`, the API is asked about each (the cache is behind it).
  */
-function secretStore(run: Run, fromApi: boolean): SecretStore {
+type SecretSource = 'cache' | 'cache-then-api' | 'api';
+
+function secretStore(run: Run, source: SecretSource): SecretStore {
   return {
     live: async (name) => {
-      const cached = await run.deps.reader.get(Secrets, { namespace: run.ns, name });
+      const cached =
+        source === 'api' ? undefined : await run.deps.reader.get(Secrets, { namespace: run.ns, name });
       // The cache hides unlabelled Secrets: the API decides whether there is one (see withTlsStore).
       const live = cached
         ? withTypeMeta(Secrets, cached)
-        : fromApi
+        : source !== 'cache'
           ? await run.fresh(Secrets, name)
           : undefined;
       if (live) checkOwnership('Secret', live, run.db);
@@ -209,15 +214,18 @@ async function putSecret(
 
 /**
  * Runs a TLS step on what the cache shows (a new Database's Secrets: no GET that answers 404 before each
- * create); when a create finds a Secret there after all (one the cache hides: not labelled, or not seen
- * yet), runs it again on what the API says, deciding as if it had asked first.
+ * create). When the API says otherwise, runs it again on what the API says, deciding as if it had asked
+ * first: a create that finds a Secret there after all (one the cache hides: not labelled, or not seen
+ * yet), or a patch that conflicts (the Secret changed since the version the cache shows: after an API
+ * server restart, a watch resumes seconds later). Every step is idempotent.
  */
 async function withTlsStore<T>(run: Run, step: (store: SecretStore) => Promise<T>): Promise<T> {
   try {
-    return await step(secretStore(run, false));
+    return await step(secretStore(run, 'cache'));
   } catch (err) {
-    if (!(err instanceof AlreadyExistsError)) throw err;
-    return step(secretStore(run, true));
+    if (err instanceof AlreadyExistsError) return step(secretStore(run, 'cache-then-api'));
+    if (err instanceof ConflictError) return step(secretStore(run, 'api'));
+    throw err;
   }
 }
 

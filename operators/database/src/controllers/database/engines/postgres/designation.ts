@@ -38,3 +38,45 @@ designation() {
   [ -z "$d_best" ] || printf '%s %s\\n' "$d_best" "$d_best_epoch"
 }`;
 }
+
+/**
+ * Shell: `wait_designation MESSAGE`, while a failover is pending: waits for the operator to name the new
+ * primary, then sets PRIMARY_POD (and PRIMARY_HOST's pod part) to it; after FENCE_WAIT_SECONDS it calls
+ * `refuse <fencedResult> ...`. Needs designation(), log, refuse, POD_NAME, PRIMARY_HOST, fence_wait_seconds.
+ *
+ * A designation counts when it is newer than the wait (a file modified since), or, when the operator fenced
+ * this pod (its designation file says `none <epoch>`), when its epoch is higher than that fence's: the
+ * kubelet may have put the new primary in the ConfigMap's mount just before the wait began, and a
+ * switchover in CI waited out FENCE_WAIT_SECONDS (10 minutes) on such a mount.
+ */
+export function waitDesignationShell(fencedResult: string): string {
+  return `wait_designation() {
+  marker="$(dirname "$designation_file")/fence-wait"
+  mkdir -p "$(dirname "$marker")" && : >"$marker" || marker=''
+  fence_epoch=''
+  if [ -s "$designation_file" ]; then
+    read -r w_pod w_epoch <"$designation_file" || true
+    case "\${w_epoch:-}" in '' | *[!0-9]*) ;; *) [ "\${w_pod:-}" != "$fenced" ] || fence_epoch=$w_epoch ;; esac
+  fi
+  log "$1: waiting for the operator to name the primary"
+  waited=0
+  while :; do
+    set -- $(designation "$marker")
+    if { [ -z "\${1:-}" ] || [ "$1" = "$fenced" ]; } && [ -n "$fence_epoch" ]; then
+      set -- $(designation)
+      { [ -n "\${2:-}" ] && [ "$2" -gt "$fence_epoch" ]; } || set --
+    fi
+    if [ -n "\${1:-}" ] && [ "$1" != "$fenced" ]; then
+      PRIMARY_HOST="$1.\${PRIMARY_HOST#*.}"
+      PRIMARY_POD=$1
+      log "the primary is $PRIMARY_POD"
+      return 0
+    fi
+    if [ "$waited" -ge "$fence_wait_seconds" ]; then
+      refuse ${fencedResult} "$POD_NAME is fenced: a failover is in progress and no primary was named within \${fence_wait_seconds}s"
+    fi
+    sleep 2
+    waited=$((waited + 2))
+  done
+}`;
+}

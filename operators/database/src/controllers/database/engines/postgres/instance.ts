@@ -26,7 +26,8 @@
  *
  * Failover (failover/procedure.ts): while a failover is pending the designated primary is `none`: the
  * script does not start a server, it waits (FENCE_WAIT_SECONDS, default 600, then refuses `fenced` and
- * the kubelet starts it again) until a designation newer than its wait names the new primary, then goes
+ * the kubelet starts it again) until a designation newer than its wait (or, once the operator fenced it,
+ * one with a higher epoch than that fence's) names the new primary, then goes
  * on as that primary's replica (or as the primary). A designated primary also waits when the newest
  * designation in its files (designation.ts) names someone else: a fenced primary restarted by the kubelet
  * never comes back as a primary on a stale env. A designated primary whose data is a standby's starts as
@@ -36,7 +37,7 @@
  * kubelet puts in the pod's status: that is how the operator learns the system identifier and refusals.
  */
 import { CLUSTER_KEYS, CONFIG_DIR } from '../../desired/names.ts';
-import { designationShell } from './designation.ts';
+import { designationShell, waitDesignationShell } from './designation.ts';
 import { stuckShell } from './divergence.ts';
 import { initSql } from './init-sql.ts';
 
@@ -115,27 +116,7 @@ refuse() {
 ${designationShell()}
 ${stuckShell()}
 primary_without_tls_file=\${PRIMARY_WITHOUT_TLS_FILE:-${CONFIG_DIR}/${CLUSTER_KEYS.primaryWithoutTls}}
-# A failover is pending: wait for the operator to name the new primary (a designation newer than now).
-wait_designation() {
-  marker="$(dirname "$designation_file")/fence-wait"
-  mkdir -p "$(dirname "$marker")" && : >"$marker" || marker=''
-  log "$1: waiting for the operator to name the primary"
-  waited=0
-  while :; do
-    set -- $(designation "$marker")
-    if [ -n "\${1:-}" ] && [ "$1" != "$fenced" ]; then
-      PRIMARY_HOST="$1.\${PRIMARY_HOST#*.}"
-      PRIMARY_POD=$1
-      log "the primary is $PRIMARY_POD"
-      return 0
-    fi
-    if [ "$waited" -ge "$fence_wait_seconds" ]; then
-      refuse ${R.fenced} "$POD_NAME is fenced: a failover is in progress and no primary was named within \${fence_wait_seconds}s"
-    fi
-    sleep 2
-    waited=$((waited + 2))
-  done
-}
+${waitDesignationShell(R.fenced)}
 
 # The replication password, for libpq only: a passfile (0600) on an in-memory volume, from the Secret's
 # file (an env var would be in the container's spec, which the node keeps on disk).

@@ -115,14 +115,16 @@ export function warmCompileCache(
   dir: string,
   nodeFlags: string[],
   dockerfile = OPKIT_DOCKERFILE,
+  entry: string = opkitMain(),
+  baseEnv: NodeJS.ProcessEnv = process.env,
 ): NodeJS.ProcessEnv | undefined {
   const image = deployedEnv(dockerfile);
   if (image.NODE_COMPILE_CACHE === undefined) return undefined;
   const portable = image.NODE_COMPILE_CACHE_PORTABLE;
   // With the flags opkit will run with: code-affecting V8 flags are part of the cache's key.
-  warmNodeCompileCache({ entry: opkitMain(), cacheDir: dir, nodeFlags });
+  warmNodeCompileCache({ entry, cacheDir: dir, nodeFlags });
   return {
-    ...process.env,
+    ...baseEnv,
     NODE_COMPILE_CACHE: dir,
     ...(portable === undefined ? {} : { NODE_COMPILE_CACHE_PORTABLE: portable }),
   };

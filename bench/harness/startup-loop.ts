@@ -17,16 +17,16 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { start } from '@opkit/controlplane';
-import { warmCompileCache } from '@opkit/runtime/image';
 import { inputs } from './desired.ts';
 import {
   buildGoPeer,
-  deployedEnv,
   deployedNodeFlags,
   flagList,
+  OPKIT_DOCKERFILE,
   opkitMain,
   startOperator,
   waitReady,
+  warmCompileCache,
 } from './impls.ts';
 import { Kube, runConcurrently } from './kube.ts';
 import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
@@ -80,17 +80,11 @@ const impls: Impl[] = (values.impls ?? '').split(',').map((full, i) => {
   if (name !== 'opkit') throw new Error(`--impls: unknown implementation ${name}`);
   const script = path ? resolve(path) : opkitMain(log);
   // As the image does: Node's compile cache warmed for this script, with the flags it runs with.
-  let env: NodeJS.ProcessEnv | undefined = Object.keys(extraEnv).length
+  const base: NodeJS.ProcessEnv | undefined = Object.keys(extraEnv).length
     ? { ...process.env, ...extraEnv }
     : undefined;
-  const image = deployedEnv();
-  if (image.NODE_COMPILE_CACHE !== undefined) {
-    const cacheDir = join(work, `cc-${i}-${basename(script)}`);
-    warmCompileCache({ entry: script, cacheDir, nodeFlags: flags });
-    env = { ...(env ?? process.env), NODE_COMPILE_CACHE: cacheDir };
-    if (image.NODE_COMPILE_CACHE_PORTABLE !== undefined)
-      env.NODE_COMPILE_CACHE_PORTABLE = image.NODE_COMPILE_CACHE_PORTABLE;
-  }
+  const cacheDir = join(work, `cc-${i}-${basename(script)}`);
+  const env = warmCompileCache(cacheDir, flags, OPKIT_DOCKERFILE, script, base ?? process.env) ?? base;
   const label = `${path ? `opkit=${basename(script)}` : 'opkit'}${envPairs.map((e) => `+${e}`).join('')}`;
   return { label, impl: 'opkit', script, nodeFlags: flags, ...(env ? { env } : {}) };
 });

@@ -138,6 +138,73 @@ export function presumeDead(
   return sweep;
 }
 
+/**
+ * The request options an HTTPS agent's pool key is made of: Node's `getName` (node:https over node:http)
+ * joins these into the name its socket lists are kept under.
+ */
+const POOL_KEY_OPTIONS = [
+  'host',
+  'port',
+  'localAddress',
+  'family',
+  'socketPath',
+  'ca',
+  'cert',
+  'clientCertEngine',
+  'ciphers',
+  'key',
+  'pfx',
+  'passphrase',
+  'rejectUnauthorized',
+  'servername',
+  'minVersion',
+  'maxVersion',
+  'secureProtocol',
+  'crl',
+  'honorCipherOrder',
+  'ecdhCurve',
+  'dhparam',
+  'secureOptions',
+  'sessionIdContext',
+  'sigalgs',
+  'privateKeyIdentifier',
+  'privateKeyEngine',
+  'checkServerIdentity',
+] as const;
+
+/**
+ * An HTTPS keep-alive agent that makes its pool key once per TLS identity. Node's `getName` builds the
+ * key of every request by joining the CA, client certificate and key into one string (Buffers decoded to
+ * text first): kilobytes made, and then hashed and compared at each of the agent's socket-list lookups.
+ * The key is a function of the options above, and the transport passes the same credential objects until
+ * they are read again: when every one of them is the same value or object as the last call's, the last
+ * key is the answer, and the same string each time, so the lookups find it at once.
+ */
+export class HttpsPoolAgent extends https.Agent {
+  #last: { values: unknown[]; name: string } | undefined;
+
+  override getName(options: https.RequestOptions = {}): string {
+    const given = options as Record<string, unknown>;
+    const last = this.#last;
+    if (last) {
+      let same = true;
+      for (let i = 0; i < POOL_KEY_OPTIONS.length; i++) {
+        if (given[POOL_KEY_OPTIONS[i] as string] !== last.values[i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return last.name;
+    }
+    const name = super.getName(options);
+    // A per-request server identity check is part of Node's key in a way not visible here: no memo.
+    if (given.checkServerIdentity === undefined) {
+      this.#last = { values: POOL_KEY_OPTIONS.map((o) => given[o]), name };
+    }
+    return name;
+  }
+}
+
 /** The keep-alive agent of `pool`, shared by every transport of `config` that uses that pool. */
 export function agentFor(
   config: RestConfig,
@@ -160,7 +227,7 @@ export function agentFor(
       // (bench/harness --opkit-node-flags with a net.client.socket counter; 17.2 -> 15.7 s CPU).
       maxFreeSockets: maxSockets,
     };
-    agent = config.server.startsWith('https:') ? new https.Agent(opts) : new nodeHttp.Agent(opts);
+    agent = config.server.startsWith('https:') ? new HttpsPoolAgent(opts) : new nodeHttp.Agent(opts);
     pools.set(pool, agent);
   }
   return agent;

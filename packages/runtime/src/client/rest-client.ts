@@ -15,6 +15,7 @@ import {
   type TransportMode,
 } from './http.ts';
 import { protobufKnows } from './protobuf/decode.ts';
+import { PROTOBUF, sharedEncoder } from './protobuf/encode.ts';
 import { type RateLimitOptions, TokenBucket } from './rate-limit.ts';
 import type { Client, DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from './types.ts';
 
@@ -44,6 +45,8 @@ export interface ClientOptions {
    * 'protobuf': watches of built-in kinds ask for protobuf, as client-go does (custom resources stay
    * JSON); the objects come out as the JSON would have them (protobuf/decode.ts). A response the schema
    * cannot decode (a server newer than it, or code generation disallowed) turns the client back to JSON.
+   * Creates and updates of built-in kinds send protobuf bodies, each one that the encoder can say exactly
+   * as its JSON (protobuf/encode.ts; anything else goes as JSON).
    * 'json': JSON for everything. Defaults to OPKIT_WIRE_FORMAT, else 'protobuf' (docs/runtime.md, Client,
    * has the measured trade-off).
    */
@@ -164,8 +167,9 @@ export class RestClient implements Client {
     this.#protobuf = (opts.wireFormat ?? wireFormatFrom(process.env.OPKIT_WIRE_FORMAT)) === 'protobuf';
   }
 
-  /** Whether watches of built-in kinds ask for protobuf. */
+  /** Whether watches of built-in kinds ask for protobuf, and their creates and updates send it. */
   readonly #protobuf: boolean;
+  readonly #encoder = sharedEncoder();
 
   async get<T extends KubeObject>(
     res: Resource<T>,
@@ -218,7 +222,7 @@ export class RestClient implements Client {
       method: 'POST',
       path: resourcePath(res, { namespace }),
       query: writeQuery(this.fieldManager, opts),
-      body: withTypeMeta(res, obj),
+      ...this.#objectBody(res, obj),
       signal: opts.signal,
     });
   }
@@ -345,9 +349,22 @@ export class RestClient implements Client {
       method: 'PUT',
       path: resourcePath(res, { namespace: key.namespace, name: key.name, subresource }),
       query: writeQuery(this.fieldManager, opts),
-      body: withTypeMeta(res, obj),
+      ...this.#objectBody(res, obj),
       signal: opts.signal,
     });
+  }
+
+  /**
+   * The body of a create or update: protobuf for a built-in kind, as client-go sends it, when every part
+   * of the object can be said exactly as its JSON says it (encode.ts); JSON otherwise.
+   */
+  #objectBody(res: Resource, obj: KubeObject): { body: unknown; contentType?: string } {
+    const body = withTypeMeta(res, obj);
+    if (this.#protobuf && this.#encoder.knows(res.apiVersion, res.kind)) {
+      const bytes = this.#encoder.encode(res.apiVersion, res.kind, body);
+      if (bytes) return { body: bytes, contentType: PROTOBUF };
+    }
+    return { body };
   }
 
   async #patch<T extends KubeObject>(

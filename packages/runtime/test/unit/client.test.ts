@@ -39,6 +39,8 @@ import {
   watchQuery,
   writeQuery,
 } from '../../src/client/index.ts';
+import { ProtobufDecoder } from '../../src/client/protobuf/decode.ts';
+import { envelope, PROTOBUF } from '../../src/client/protobuf/frames.ts';
 
 function kubeconfigYaml(
   server: string,
@@ -287,7 +289,7 @@ describe('loadConfig', () => {
 interface Fake {
   config: RestConfig;
   server: http.Server;
-  requests: { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }[];
+  requests: { method: string; url: string; headers: http.IncomingHttpHeaders; body: string; raw: Buffer }[];
   sockets: Set<import('node:net').Socket>;
 }
 
@@ -301,8 +303,9 @@ async function fakeServer(
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      const raw = Buffer.concat(chunks);
+      const body = raw.toString('utf8');
+      requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, raw });
       handler(req, res, body);
     });
   });
@@ -390,9 +393,16 @@ describe('transport and client against a fake server', () => {
           });
           return;
         }
-        case 'POST /api/v1/namespaces/default/configmaps':
-          json(res, 201, JSON.parse(body));
+        case 'POST /api/v1/namespaces/default/configmaps': {
+          // A protobuf body (the client's default for built-in kinds) is answered with its object as JSON.
+          const raw = fake.requests.at(-1)?.raw ?? Buffer.alloc(0);
+          if (!String(req.headers['content-type']).startsWith(PROTOBUF)) json(res, 201, JSON.parse(body));
+          else {
+            const e = envelope(raw);
+            json(res, 201, new ProtobufDecoder().object(e.apiVersion, e.kind, raw, e.start, e.end));
+          }
           return;
+        }
         case 'GET /api/v1/namespaces/default/configmaps/slow':
           setTimeout(() => json(res, 200, {}), 2000);
           return;
@@ -441,6 +451,7 @@ describe('transport and client against a fake server', () => {
 
   test('sends auth, user agent, fieldManager, type meta; reuses the connection', async () => {
     const client = createClient(fake.config, {
+      wireFormat: 'json',
       fieldManager: 'unit',
       userAgent: 'ua/1',
       onRequest: (m) => metrics.push(m),
@@ -466,8 +477,24 @@ describe('transport and client against a fake server', () => {
     assert.match(m?.host ?? '', /^127\.0\.0\.1:\d+$/);
   });
 
-  test('a body with multi-byte characters: Content-Length counts its UTF-8 bytes; the server gets all of it', async () => {
+  test('a built-in kind is created from a protobuf body: its Content-Type, the envelope naming the kind, the object', async () => {
     const client = createClient(fake.config, { fieldManager: 'unit' });
+    const data = { greeting: 'grüße, 世界 ✓ 🚀', long: 'ü'.repeat(40_000) };
+    const before = fake.requests.length;
+    const created = await client.create(ConfigMaps, { metadata: { name: 'pb', namespace: 'default' }, data });
+    assert.deepEqual(created.data, data, 'echoed back whole');
+    const sent = fake.requests[before];
+    assert.equal(sent?.headers['content-type'], 'application/vnd.kubernetes.protobuf');
+    assert.equal(Number(sent?.headers['content-length']), sent?.raw.length);
+    const e = envelope(sent?.raw ?? Buffer.alloc(0));
+    assert.deepEqual([e.apiVersion, e.kind], ['v1', 'ConfigMap']);
+    // What the encoder cannot say exactly goes as JSON.
+    await client.create(ConfigMaps, { metadata: { name: 'odd', namespace: 'default' }, extra: 1 } as never);
+    assert.equal(fake.requests.at(-1)?.headers['content-type'], 'application/json');
+  });
+
+  test('a body with multi-byte characters: Content-Length counts its UTF-8 bytes; the server gets all of it', async () => {
+    const client = createClient(fake.config, { fieldManager: 'unit', wireFormat: 'json' });
     const data = { greeting: 'grüße, 世界 ✓ 🚀', long: 'ü'.repeat(40_000) };
     const before = fake.requests.length;
     const created = await client.create(ConfigMaps, {

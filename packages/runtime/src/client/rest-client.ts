@@ -5,7 +5,14 @@ import { abortReason } from '../util/abort.ts';
 import { sleep } from '../util/clock.ts';
 import { withTypeMeta } from '../util/type-meta.ts';
 import type { RestConfig } from './config.ts';
-import { BadRequestError, errorFromStatus, GoneError, NotFoundError, type Status } from './errors.ts';
+import {
+  ApiError,
+  BadRequestError,
+  errorFromStatus,
+  GoneError,
+  NotFoundError,
+  type Status,
+} from './errors.ts';
 import {
   buildQuery,
   type HttpRequest,
@@ -45,8 +52,8 @@ export interface ClientOptions {
    * 'protobuf': watches of built-in kinds ask for protobuf, as client-go does (custom resources stay
    * JSON); the objects come out as the JSON would have them (protobuf/decode.ts). A response the schema
    * cannot decode (a server newer than it, or code generation disallowed) turns the client back to JSON.
-   * Creates and updates of built-in kinds send protobuf bodies, each one that the encoder can say exactly
-   * as its JSON (protobuf/encode.ts; anything else goes as JSON).
+   * Creates and updates of built-in kinds send protobuf bodies, as controller-runtime's client does, each
+   * one that the encoder can say exactly as its JSON (protobuf/encode.ts; anything else goes as JSON).
    * 'json': JSON for everything. Defaults to OPKIT_WIRE_FORMAT, else 'protobuf' (docs/runtime.md, Client,
    * has the measured trade-off).
    */
@@ -165,10 +172,13 @@ export class RestClient implements Client {
     });
     this.rateLimiter = opts.rateLimit ? new TokenBucket(opts.rateLimit) : undefined;
     this.#protobuf = (opts.wireFormat ?? wireFormatFrom(process.env.OPKIT_WIRE_FORMAT)) === 'protobuf';
+    this.#protobufBodies = this.#protobuf;
   }
 
-  /** Whether watches of built-in kinds ask for protobuf, and their creates and updates send it. */
+  /** Whether watches of built-in kinds ask for protobuf. */
   readonly #protobuf: boolean;
+  /** Whether creates and updates of built-in kinds send protobuf (until a server refuses it). */
+  #protobufBodies: boolean;
   readonly #encoder = sharedEncoder();
 
   async get<T extends KubeObject>(
@@ -218,11 +228,10 @@ export class RestClient implements Client {
 
   async create<T extends KubeObject>(res: Resource<T>, obj: T, opts: WriteOptions = {}): Promise<T> {
     const namespace = namespaceFor(res, obj.metadata?.namespace, 'create');
-    return this.#request<T>({
+    return this.#sendObject<T>(res, obj, {
       method: 'POST',
       path: resourcePath(res, { namespace }),
       query: writeQuery(this.fieldManager, opts),
-      ...this.#objectBody(res, obj),
       signal: opts.signal,
     });
   }
@@ -345,26 +354,34 @@ export class RestClient implements Client {
     subresource?: 'status',
   ): Promise<T> {
     const key = objectKeyFor(res, obj);
-    return this.#request<T>({
+    return this.#sendObject<T>(res, obj, {
       method: 'PUT',
       path: resourcePath(res, { namespace: key.namespace, name: key.name, subresource }),
       query: writeQuery(this.fieldManager, opts),
-      ...this.#objectBody(res, obj),
       signal: opts.signal,
     });
   }
 
   /**
-   * The body of a create or update: protobuf for a built-in kind, as client-go sends it, when every part
-   * of the object can be said exactly as its JSON says it (encode.ts); JSON otherwise.
+   * A create or update. The body is protobuf for a built-in kind, as controller-runtime's client sends
+   * it, when every part of the object can be said exactly as its JSON says it (protobuf/encode.ts); JSON
+   * otherwise. A server that refuses protobuf bodies (415 Unsupported Media Type: it acted on nothing)
+   * gets this request again in JSON, and JSON from then on.
    */
-  #objectBody(res: Resource, obj: KubeObject): { body: unknown; contentType?: string } {
-    const body = withTypeMeta(res, obj);
-    if (this.#protobuf && this.#encoder.knows(res.apiVersion, res.kind)) {
-      const bytes = this.#encoder.encode(res.apiVersion, res.kind, body);
-      if (bytes) return { body: bytes, contentType: PROTOBUF };
+  async #sendObject<T>(res: Resource, obj: KubeObject, req: Omit<HttpRequest, 'body'>): Promise<T> {
+    const json = withTypeMeta(res, obj);
+    const bytes =
+      this.#protobufBodies && this.#encoder.knows(res.apiVersion, res.kind)
+        ? this.#encoder.encode(res.apiVersion, res.kind, json)
+        : undefined;
+    if (!bytes) return this.#request<T>({ ...req, body: json });
+    try {
+      return await this.#request<T>({ ...req, body: bytes, contentType: PROTOBUF });
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== 415) throw err;
+      this.#protobufBodies = false;
+      return this.#request<T>({ ...req, body: json });
     }
-    return { body };
   }
 
   async #patch<T extends KubeObject>(

@@ -393,6 +393,16 @@ describe('transport and client against a fake server', () => {
           });
           return;
         }
+        case 'POST /api/v1/namespaces/json-only/configmaps':
+          if (String(req.headers['content-type']).startsWith(PROTOBUF)) {
+            json(res, 415, {
+              kind: 'Status',
+              code: 415,
+              reason: 'UnsupportedMediaType',
+              message: 'the body of the request was in an unknown format',
+            });
+          } else json(res, 201, JSON.parse(body));
+          return;
         case 'POST /api/v1/namespaces/default/configmaps': {
           // A protobuf body (the client's default for built-in kinds) is answered with its object as JSON.
           const raw = fake.requests.at(-1)?.raw ?? Buffer.alloc(0);
@@ -491,6 +501,16 @@ describe('transport and client against a fake server', () => {
     // What the encoder cannot say exactly goes as JSON.
     await client.create(ConfigMaps, { metadata: { name: 'odd', namespace: 'default' }, extra: 1 } as never);
     assert.equal(fake.requests.at(-1)?.headers['content-type'], 'application/json');
+  });
+
+  test('a server that refuses protobuf bodies (415) gets the request again in JSON, and JSON from then on', async () => {
+    const client = createClient(fake.config, { fieldManager: 'unit' });
+    const before = fake.requests.length;
+    const first = await client.create(ConfigMaps, { metadata: { name: 'a', namespace: 'json-only' } });
+    assert.equal(first.metadata.name, 'a');
+    await client.create(ConfigMaps, { metadata: { name: 'b', namespace: 'json-only' } });
+    const types = fake.requests.slice(before).map((r) => r.headers['content-type']);
+    assert.deepEqual(types, ['application/vnd.kubernetes.protobuf', 'application/json', 'application/json']);
   });
 
   test('a body with multi-byte characters: Content-Length counts its UTF-8 bytes; the server gets all of it', async () => {

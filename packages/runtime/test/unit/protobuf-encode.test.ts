@@ -144,6 +144,15 @@ describe('protobuf request bodies', () => {
     ] as const) {
       assert.equal(encoder.encode('apps/v1', 'StatefulSet', sts(spec)), undefined, why);
     }
+    const pvc = (storage: unknown) => ({
+      metadata: { name: 'p' },
+      spec: { resources: { requests: { storage } } },
+    });
+    assert.ok(encoder.encode('v1', 'PersistentVolumeClaim', pvc('250Mi')));
+    assert.ok(encoder.encode('v1', 'PersistentVolumeClaim', pvc('1.5e3')));
+    for (const bad of ['lots', '1 Gi', 5]) {
+      assert.equal(encoder.encode('v1', 'PersistentVolumeClaim', pvc(bad)), undefined, `Quantity ${bad}`);
+    }
     assert.equal(
       encoder.encode('example.com/v1', 'Database', { metadata: { name: 'd' } }),
       undefined,

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { ProtobufDecoder } from '../../src/client/protobuf/decode.ts';
 import { ProtobufEncoder, parseTime } from '../../src/client/protobuf/encode.ts';
 import { envelope } from '../../src/client/protobuf/frames.ts';
+import { ProtobufWriter } from '../../src/client/protobuf/writer.ts';
 
 const encoder = new ProtobufEncoder();
 const decoder = new ProtobufDecoder();
@@ -158,5 +159,33 @@ describe('protobuf request bodies', () => {
       undefined,
       'a custom resource',
     );
+  });
+});
+
+describe('ProtobufWriter', () => {
+  it('writes a length-delimited value of any size with the shortest length varint', () => {
+    for (const size of [0, 1, 127, 128, 16_383, 16_384, 2_097_152]) {
+      const w = new ProtobufWriter(8);
+      w.tag(1, 2);
+      const at = w.begin();
+      w.raw(Buffer.alloc(size, 7));
+      w.end(at);
+      w.tag(2, 0);
+      w.varint(300);
+      const out = w.finish();
+      const lengthBytes = size < 128 ? 1 : size < 16_384 ? 2 : size < 2_097_152 ? 3 : 4;
+      assert.equal(out.length, 1 + lengthBytes + size + 3, `size ${size}`);
+      // The length varint, then the content, then field 2 = 300 (0xac 0x02).
+      let len = 0;
+      for (let i = 0, scale = 1; i < lengthBytes; i++, scale *= 128) len += (out[1 + i]! & 0x7f) * scale;
+      assert.equal(len, size);
+      assert.deepEqual([...out.subarray(out.length - 3)], [0x10, 0xac, 0x02]);
+    }
+  });
+
+  it('writes negative ints as 10-byte two’s complement varints', () => {
+    const w = new ProtobufWriter();
+    w.signed(-1);
+    assert.deepEqual([...w.finish()], [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
   });
 });

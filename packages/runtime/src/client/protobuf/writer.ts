@@ -19,8 +19,10 @@ export class ProtobufWriter {
     return Buffer.from(this.#buf.subarray(0, this.#pos));
   }
 
+  /** Empties the writer; a buffer grown past 1 MiB (one large body) is let go. */
   reset(): void {
     this.#pos = 0;
+    if (this.#buf.length > 1 << 20) this.#buf = Buffer.allocUnsafe(4096);
   }
 
   tag(field: number, wireType: number): void {

@@ -509,6 +509,7 @@ describe('protobuf request bodies against a real API server', () => {
   });
 });
 
+/** A raw POST with the client's credentials; rejects unless the server answers 200 or 201. */
 async function post(path: string, payload: Buffer, contentType: string): Promise<void> {
   const auth = await config.authenticate();
   const { headers, ...tls } = auth;
@@ -535,27 +536,5 @@ async function post(path: string, payload: Buffer, contentType: string): Promise
 }
 
 async function postJson(path: string, body: Record<string, unknown>): Promise<void> {
-  const auth = await config.authenticate();
-  const { headers, ...tls } = auth;
-  const payload = JSON.stringify(body);
-  await new Promise<void>((resolve, reject) => {
-    const req = request(
-      new URL(path, config.server),
-      {
-        ...tls,
-        method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json', accept: 'application/json' },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          if (res.statusCode === 201 || res.statusCode === 200) resolve();
-          else reject(new Error(`POST ${path}: ${res.statusCode} ${Buffer.concat(chunks).toString()}`));
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
+  await post(path, Buffer.from(JSON.stringify(body)), 'application/json');
 }

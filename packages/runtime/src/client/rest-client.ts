@@ -22,7 +22,8 @@ import {
   type TransportMode,
 } from './http.ts';
 import { protobufKnows } from './protobuf/decode.ts';
-import { PROTOBUF, sharedEncoder } from './protobuf/encode.ts';
+import { sharedEncoder } from './protobuf/encode.ts';
+import { PROTOBUF } from './protobuf/frames.ts';
 import { type RateLimitOptions, TokenBucket } from './rate-limit.ts';
 import type { Client, DeleteOptions, ListOptions, Patch, WatchOptions, WriteOptions } from './types.ts';
 
@@ -370,10 +371,7 @@ export class RestClient implements Client {
    */
   async #sendObject<T>(res: Resource, obj: KubeObject, req: Omit<HttpRequest, 'body'>): Promise<T> {
     const json = withTypeMeta(res, obj);
-    const bytes =
-      this.#protobufBodies && this.#encoder.knows(res.apiVersion, res.kind)
-        ? this.#encoder.encode(res.apiVersion, res.kind, json)
-        : undefined;
+    const bytes = this.#protobufBodies ? this.#encoder.encode(res.apiVersion, res.kind, json) : undefined;
     if (!bytes) return this.#request<T>({ ...req, body: json });
     try {
       return await this.#request<T>({ ...req, body: bytes, contentType: PROTOBUF });

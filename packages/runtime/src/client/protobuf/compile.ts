@@ -25,7 +25,7 @@ export type MessageDecoder = (
  * protobuf, which carries no nested TypeMeta, drops them: a StatefulSet's volumeClaimTemplates
  * (k8s.io/kubernetes pkg/apis/apps/v1/conversion.go, issue 87583).
  */
-const NESTED_TYPE_META: Record<string, { kind: string; apiVersion: string }> = {
+export const NESTED_TYPE_META: Record<string, { kind: string; apiVersion: string }> = {
   'apps.v1.StatefulSetSpec.volumeClaimTemplates': { kind: 'PersistentVolumeClaim', apiVersion: 'v1' },
 };
 

@@ -15,25 +15,22 @@
  * as Go's JSON decoder leaves them at their zero value; JSON `[]` and `{}` become no entries, which the
  * server stores as it stores JSON's (etcd holds protobuf).
  */
-import { PROTOBUF } from './frames.ts';
+import { isPlainObject } from '../../helpers/equality.ts';
+import { NESTED_TYPE_META } from './compile.ts';
+import { MAGIC } from './frames.ts';
 import { SCHEMA } from './schema.generated.ts';
 import { FieldFlag, type FieldType, type ProtobufSchema } from './schema-types.ts';
 import { ProtobufWriter } from './writer.ts';
 
-export { PROTOBUF };
-
 /** Thrown inside the encoder when a value cannot be said exactly: the body goes as JSON. */
 class Unencodable extends Error {}
 
-const MAGIC = Buffer.from([0x6b, 0x38, 0x73, 0x00]); // "k8s\0"
 const INT32_MAX = 2 ** 31 - 1;
 /** Go's time.RFC3339 as time.Parse accepts it (fractional seconds optional) and RFC3339Micro (exactly 6). */
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
 const RFC3339_MICRO = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{6})(Z|[+-]\d{2}:\d{2})$/;
 /** resource.Quantity's syntax (a number, then an exponent or a suffix); ParseQuantity has the last word. */
 const QUANTITY = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$/;
-/** Nested objects whose apiVersion and kind JSON may carry and protobuf does not (see compile.ts). */
-const NESTED_TYPE_META = new Set(['apps.v1.StatefulSetSpec.volumeClaimTemplates']);
 
 interface Field {
   name: string;
@@ -63,18 +60,14 @@ export class ProtobufEncoder {
     this.#schema = schema;
   }
 
-  /** Whether the schema has this kind ("apps/v1", "StatefulSet"). */
-  knows(apiVersion: string, kind: string): boolean {
-    return Object.hasOwn(this.#schema.kinds, `${apiVersion}/${kind}`);
-  }
-
   /**
    * The body of `obj` (an object of this kind, apiVersion and kind included or not) in protobuf, the
-   * envelope included; undefined when some part of it cannot be said exactly as JSON says it.
+   * envelope included; undefined for a kind the schema does not have, or when some part of the object
+   * cannot be said exactly as JSON says it.
    */
   encode(apiVersion: string, kind: string, obj: unknown): Buffer | undefined {
     const name = this.#schema.kinds[`${apiVersion}/${kind}`];
-    if (!name || !isPlainObject(obj)) return undefined;
+    if (!name || !isJsonObject(obj)) return undefined;
     if ((obj.apiVersion ?? apiVersion) !== apiVersion || (obj.kind ?? kind) !== kind) return undefined;
     const w = this.#writer;
     w.reset();
@@ -107,7 +100,7 @@ export class ProtobufEncoder {
   }
 
   #object(message: Message, obj: unknown, typeMeta: boolean): void {
-    if (!isPlainObject(obj)) throw new Unencodable(message.name);
+    if (!isJsonObject(obj)) throw new Unencodable(message.name);
     for (const key in obj) {
       if (!message.keys.has(key) && !(typeMeta && (key === 'apiVersion' || key === 'kind'))) {
         throw new Unencodable(`${message.name}.${key}`);
@@ -131,7 +124,7 @@ export class ProtobufEncoder {
       const v = obj[f.name];
       if (v === undefined || v === null) continue;
       if (f.map) {
-        if (!isPlainObject(v)) throw new Unencodable(f.name);
+        if (!isJsonObject(v)) throw new Unencodable(f.name);
         for (const key in v) {
           const item = v[key];
           if (item === undefined) continue;
@@ -261,7 +254,8 @@ export class ProtobufEncoder {
         map: (flags & FieldFlag.map) !== 0,
         inline: (flags & FieldFlag.inline) !== 0,
         message: isMessage ? this.#message(type) : undefined,
-        typeMeta: NESTED_TYPE_META.has(`${name}.${fieldName}`),
+        // Nested objects whose apiVersion and kind JSON may carry and protobuf does not.
+        typeMeta: Object.hasOwn(NESTED_TYPE_META, `${name}.${fieldName}`),
       });
     }
     for (const f of message.fields) {
@@ -280,10 +274,9 @@ export function sharedEncoder(): ProtobufEncoder {
   return shared;
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  if (typeof v !== 'object' || v === null) return false;
-  const proto: unknown = Object.getPrototypeOf(v);
-  return (proto === Object.prototype || proto === null) && !('toJSON' in v);
+/** A plain object JSON.stringify writes as it is (no toJSON of its own). */
+function isJsonObject(v: unknown): v is Record<string, unknown> {
+  return isPlainObject(v) && !('toJSON' in v);
 }
 
 function isInt32NonNegative(v: unknown): v is number {

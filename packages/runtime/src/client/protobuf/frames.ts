@@ -11,7 +11,8 @@ import { ProtobufSchemaError } from './errors.ts';
 export const PROTOBUF = 'application/vnd.kubernetes.protobuf';
 export const PROTOBUF_WATCH = 'application/vnd.kubernetes.protobuf;stream=watch';
 
-const MAGIC = [0x6b, 0x38, 0x73, 0x00]; // "k8s\0"
+/** What every enveloped object or list starts with: "k8s\0". */
+export const MAGIC = Buffer.from([0x6b, 0x38, 0x73, 0x00]);
 const MAX_FRAME = 64 * 1024 * 1024;
 
 export interface Envelope {

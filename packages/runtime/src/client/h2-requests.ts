@@ -4,12 +4,12 @@
  * session, whatever its method; anything else that breaks is a ConnectionError, as on HTTP/1.1.
  */
 import type * as http from 'node:http';
-import * as http2 from 'node:http2';
+import type * as http2 from 'node:http2';
 import { abortReason } from '../util/abort.ts';
 import { type EncodedBody, joinChunks } from './bodies.ts';
 import type { RequestAuth } from './config.ts';
 import { ConnectionError } from './errors.ts';
-import { type H2Pool, type H2Session, refusedStream } from './h2-sessions.ts';
+import { type H2Pool, type H2Session, NGHTTP2_CANCEL, refusedStream } from './h2-sessions.ts';
 
 /** How many times a refused stream is sent again. */
 const REFUSED_RETRIES = 3;
@@ -164,7 +164,7 @@ function exchange(
     const onAbort = (): void => {
       // A watch aborted before its response: just undefined, as on HTTP/1.1.
       finish(open ? { done: undefined } : abortReason(signal as AbortSignal));
-      stream?.close(http2.constants.NGHTTP2_CANCEL);
+      stream?.close(NGHTTP2_CANCEL);
     };
     try {
       stream = session.request(headers, body === undefined);
@@ -178,7 +178,7 @@ function exchange(
     if (timeoutMs > 0) {
       timer = setTimeout(() => {
         finish({ done: { error: ctx.timeoutError(), retryable: false } });
-        stream.close(http2.constants.NGHTTP2_CANCEL);
+        stream.close(NGHTTP2_CANCEL);
         // Sent and no answer in time: the session may be dead; it must answer a PING quickly.
         session.ping(PROVE_ALIVE_MS);
       }, timeoutMs);

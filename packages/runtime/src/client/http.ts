@@ -9,7 +9,6 @@
  * an expired or rotated token does not fail requests until a restart.
  */
 import type * as http from 'node:http';
-import * as http2 from 'node:http2';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
 import { nodeHttp } from '../util/node-http.ts';
@@ -27,7 +26,13 @@ import {
 } from './errors.ts';
 import { type H1Context, type H1Failure, type H1Response, h1Open, h1Request } from './h1-requests.ts';
 import { type H2Context, h2Headers, h2Open, h2Request } from './h2-requests.ts';
-import { type H2Pool, h2PoolFor, type TransportMode, transportModeFrom } from './h2-sessions.ts';
+import {
+  type H2Pool,
+  h2PoolFor,
+  NGHTTP2_CANCEL,
+  type TransportMode,
+  transportModeFrom,
+} from './h2-sessions.ts';
 import { type JsonLinesOptions, jsonLines } from './json-lines.ts';
 import {
   type AnyAgent,
@@ -464,7 +469,7 @@ export class HttpTransport {
           body: stream,
           contentType: res.contentType,
           complete: () => stream.readableEnded,
-          destroy: () => stream.close(http2.constants.NGHTTP2_CANCEL),
+          destroy: () => stream.close(NGHTTP2_CANCEL),
           ping: (ms) => session.ping(ms),
         };
       }

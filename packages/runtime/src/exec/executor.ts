@@ -10,7 +10,7 @@
  * upgrade surfaces as a bare ErrorEvent without the HTTP status or the API server's Status body, so a
  * 403 or 404 could not become a typed error. `ws` takes Node's https options as they are.
  */
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { joinChunks } from '../client/bodies.ts';
 import type { RequestAuth, RestConfig } from '../client/config.ts';
 import { ConnectionError, errorFromStatus, statusFromBody } from '../client/errors.ts';
@@ -154,7 +154,11 @@ class WebSocketPodExecutor implements PodExecutor {
   }
 
   /** One WebSocket: resolves with the result (or a 401), rejects with a typed error. */
-  #attempt(req: ExecRequest, auth: RequestAuth): Promise<Attempt> {
+  async #attempt(req: ExecRequest, auth: RequestAuth): Promise<Attempt> {
+    return this.#attemptWith(await webSocketClass(), req, auth);
+  }
+
+  #attemptWith(WebSocket: WebSocketClass, req: ExecRequest, auth: RequestAuth): Promise<Attempt> {
     const { signal } = req;
     if (signal.aborted) return Promise.reject(abortReason(signal));
     const start = performance.now();
@@ -289,6 +293,18 @@ function validate(key: ExecTarget, opts: ExecOptions): void {
   if (opts.stdin !== undefined && typeof opts.stdin !== 'string' && !(opts.stdin instanceof Uint8Array)) {
     throw new TypeError('exec: opts.stdin must be a string or a Uint8Array');
   }
+}
+
+type WebSocketClass = typeof WebSocket;
+let webSocketModule: Promise<{ default: WebSocketClass }> | undefined;
+
+/**
+ * The `ws` package, loaded on the first exec: an operator that never execs does not evaluate it (nor
+ * node:zlib, which it loads) at start-up.
+ */
+async function webSocketClass(): Promise<WebSocketClass> {
+  webSocketModule ??= import('ws');
+  return (await webSocketModule).default;
 }
 
 function toBuffer(data: WebSocket.RawData): Buffer {

@@ -6,7 +6,7 @@
  * session. The API server itself: test/integration/client-http2.test.ts.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as http2 from 'node:http2';
 import * as https from 'node:https';
@@ -18,6 +18,8 @@ import { ConnectionError, isUnreachable, NotFoundError } from '../../src/client/
 import { h2Headers } from '../../src/client/h2-requests.ts';
 import {
   DEFAULT_MAX_STREAMS,
+  NGHTTP2_CANCEL,
+  NGHTTP2_REFUSED_STREAM,
   pickSession,
   refusedStream,
   type SessionSlot,
@@ -55,6 +57,30 @@ describe('HTTP/2 session management (pure)', () => {
     assert.equal(refusedStream({ id: 5 }, 5), false, 'stream 5 may have been processed');
     assert.equal(refusedStream({ id: undefined }, 0), true, 'never got an id: never sent');
     assert.equal(refusedStream({ id: 3 }, undefined), false, 'no GOAWAY: a broken stream');
+  });
+
+  test('the error codes the transport uses without loading node:http2 are http2.constants', () => {
+    assert.equal(NGHTTP2_REFUSED_STREAM, http2.constants.NGHTTP2_REFUSED_STREAM);
+    assert.equal(NGHTTP2_CANCEL, http2.constants.NGHTTP2_CANCEL);
+  });
+
+  test('the runtime loads node:http2 only for an HTTP/2 session, and ws only for an exec', () => {
+    // A child process: this one has loaded both. http2Module() is what the first session calls.
+    const index = new URL('../../src/index.ts', import.meta.url).href;
+    const sessions = new URL('../../src/client/h2-sessions.ts', import.meta.url).href;
+    const script = [
+      `import { createRequire } from 'node:module';`,
+      `await import(${JSON.stringify(index)});`,
+      `const ws = () => Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/ws/'));`,
+      `const h2 = () => process.moduleLoadList.includes('NativeModule http2');`,
+      'const before = { http2: h2(), ws: ws() };',
+      `(await import(${JSON.stringify(sessions)})).http2Module();`,
+      'console.log(JSON.stringify({ before, after: { http2: h2() } }));',
+    ].join('\n');
+    const out: unknown = JSON.parse(
+      execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }),
+    );
+    assert.deepEqual(out, { before: { http2: false, ws: false }, after: { http2: true } });
   });
 
   test('OPKIT_TRANSPORT: auto, http1, http2 (any case); unset is http1; anything else is an error naming it', () => {

@@ -137,7 +137,7 @@ describe('the Database operator in the cluster: 2 replicas, leader election, res
     assertPodReadsCompileCache(
       kubeconfig,
       { namespace, target: pod, container: 'manager' },
-      ['--max-semi-space-size=4', '--max-opt=2'],
+      ['--max-semi-space-size=4', '--max-opt=2', '--heap-growing-percent=50'],
       '/app/operators/database/dist/main.js',
       ['file:///app/operators/database/dist/main.js'],
     );

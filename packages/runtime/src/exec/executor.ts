@@ -299,8 +299,8 @@ type WebSocketClass = typeof WebSocket;
 let webSocketModule: Promise<{ default: WebSocketClass }> | undefined;
 
 /**
- * The `ws` package, loaded on the first exec: an operator that never execs does not evaluate it (nor
- * node:zlib, which it loads) at start-up.
+ * The `ws` package, loaded on the first exec: a process does not evaluate its modules (130 KB of the
+ * Database operator's bundle) at start-up, nor ever if it never execs.
  */
 async function webSocketClass(): Promise<WebSocketClass> {
   webSocketModule ??= import('ws');

@@ -26,9 +26,8 @@ import { ProtobufWriter } from './writer.ts';
 class Unencodable extends Error {}
 
 const INT32_MAX = 2 ** 31 - 1;
-/** Go's time.RFC3339 as time.Parse accepts it (fractional seconds optional) and RFC3339Micro (exactly 6). */
+/** Go's time.RFC3339 as time.Parse accepts it (fractional seconds optional; RFC3339Micro: exactly 6). */
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
-const RFC3339_MICRO = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{6})(Z|[+-]\d{2}:\d{2})$/;
 /** resource.Quantity's syntax (a number, then an exponent or a suffix); ParseQuantity has the last word. */
 const QUANTITY = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$/;
 
@@ -289,9 +288,10 @@ function isInt32NonNegative(v: unknown): v is number {
  * read otherwise (a day past its month's end, an hour 24).
  */
 export function parseTime(s: string, micro: boolean): { seconds: number; nanos: number } | undefined {
-  const m = (micro ? RFC3339_MICRO : RFC3339).exec(s);
+  const m = RFC3339.exec(s);
   if (!m) return undefined;
   const [, y, mo, d, h, mi, sec, frac, zone] = m as unknown as string[];
+  if (micro && frac?.length !== 7) return undefined; // "." and six digits
   const year = Number(y);
   const month = Number(mo);
   const day = Number(d);

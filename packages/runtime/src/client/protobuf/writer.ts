@@ -57,12 +57,6 @@ export class ProtobufWriter {
     this.#buf[this.#pos++] = Number(v);
   }
 
-  double(x: number): void {
-    this.#room(8);
-    this.#buf.writeDoubleLE(x, this.#pos);
-    this.#pos += 8;
-  }
-
   /** A string's length and UTF-8 bytes. */
   string(s: string): void {
     const len = Buffer.byteLength(s, 'utf8');

@@ -54,6 +54,33 @@ export function readThreadCpu(pid: number): Map<string, number> {
   return byName;
 }
 
+/**
+ * Resident memory of a process by what it maps (/proc/<pid>/smaps), in bytes, largest first: each file
+ * by its base name, `[heap]` (malloc's main arena), `[stack]`, and `[anon]` for the rest (V8's heap,
+ * malloc's other arenas, thread stacks). Where an operator's RSS goes, beyond V8's own heap statistics.
+ */
+export function readRssByMapping(pid: number): [string, number][] {
+  const byName = new Map<string, number>();
+  let smaps: string;
+  try {
+    smaps = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  } catch {
+    return [];
+  }
+  let name = '[anon]';
+  for (const line of smaps.split('\n')) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (header) {
+      const path = header[1] ?? '';
+      name = path === '' ? '[anon]' : path.startsWith('[') ? path : path.slice(path.lastIndexOf('/') + 1);
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) byName.set(name, (byName.get(name) ?? 0) + Number(rss[1]) * 1024);
+  }
+  return [...byName].sort((a, b) => b[1] - a[1]);
+}
+
 export class MeasuredProcess {
   readonly child: ChildProcess;
   readonly name: string;

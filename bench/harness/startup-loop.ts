@@ -22,6 +22,7 @@ import {
   buildGoPeer,
   deployedNodeFlags,
   flagList,
+  localGet,
   OPKIT_DOCKERFILE,
   opkitMain,
   startOperator,
@@ -30,7 +31,7 @@ import {
 } from './impls.ts';
 import { Kube, runConcurrently } from './kube.ts';
 import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
-import { readThreadCpu } from './proc.ts';
+import { readRssByMapping, readThreadCpu } from './proc.ts';
 import { median } from './report.ts';
 import { floorWrite, installCrd, SCALE_FLAGS } from './scenarios.ts';
 
@@ -41,6 +42,8 @@ const { values } = parseArgs({
     impls: { type: 'string', default: 'opkit,controller-runtime' },
     workers: { type: 'string', default: '2' },
     'peer-json': { type: 'boolean', default: false },
+    /** Log each start's resident memory by mapping (the node binary, V8's heap and malloc's arenas, ...). */
+    'rss-by-mapping': { type: 'boolean', default: false },
     /** Node flags for every opkit entry instead of those of its image's ENTRYPOINT (experiments). */
     'opkit-node-flags': { type: 'string' },
   },
@@ -122,6 +125,25 @@ try {
       await new Promise((r) => setTimeout(r, 4000));
       const after = await scrapeRequestCounts(kube);
       const peakRss = op.proc.sample().hwmBytes / 2 ** 20;
+      if (values['rss-by-mapping'] && op.proc.child.pid !== undefined) {
+        const top = readRssByMapping(op.proc.child.pid).slice(0, 8);
+        log(
+          `  resident by mapping (MiB): ${top.map(([m, b]) => `${m} ${(b / 2 ** 20).toFixed(1)}`).join(', ')}`,
+        );
+        if (impl.impl === 'opkit') {
+          // V8's heap as prom-client's default metrics see it: what of [anon] is V8's.
+          const { text } = await localGet(op.metricsPort, '/metrics');
+          const metric = (re: RegExp) => (Number(re.exec(text)?.[1] ?? Number.NaN) / 2 ** 20).toFixed(1);
+          const spaces = [...text.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} (\d+)/gm)]
+            .filter((m) => Number(m[2]) > 0)
+            .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`);
+          log(
+            `  V8 heap (MiB): total ${metric(/^nodejs_heap_size_total_bytes (\d+)/m)}, used ` +
+              `${metric(/^nodejs_heap_size_used_bytes (\d+)/m)} (${spaces.join(', ')}); external ` +
+              `${metric(/^nodejs_external_memory_bytes (\d+)/m)}`,
+          );
+        }
+      }
       await op.proc.stop();
       const { writes } = summarize(diffCounts(after, before));
       const r = results.get(impl.label)!;

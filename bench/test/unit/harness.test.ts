@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { test } from 'node:test';
 import { scramVerifier } from '../../../operators/database/src/controllers/database/engines/postgres/scram.ts';
 import { compareSnapshots, KNOWN_DIFFERENCES, normalize, secretContext } from '../../harness/equivalence.ts';
 import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
 import { addCount, classify, type KubeObject, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
-import { readProc, readThreadCpu } from '../../harness/proc.ts';
+import { readProc, readRssByMapping, readThreadCpu } from '../../harness/proc.ts';
 import { markdownTable, median, svgPlot } from '../../harness/report.ts';
 
 test('requests are classified by the verb and resource apiserver_request_total uses', () => {
@@ -245,4 +245,19 @@ test("a process's CPU by thread: the main thread apart, the threads' sum within 
   // Threads that already ended count in the process's CPU, not in its task list.
   assert.ok(main <= sum && sum <= whole + 0.05, `main ${main} s, threads ${sum} s, process ${whole} s`);
   assert.deepEqual([...readThreadCpu(2 ** 22 + 7)], []);
+});
+
+test('readRssByMapping: this process resident by mapping, adding up to its RSS, nothing for a gone process', () => {
+  const byMapping = readRssByMapping(process.pid);
+  const total = byMapping.reduce((sum, [, bytes]) => sum + bytes, 0);
+  const rss = readProc(process.pid)!.rssBytes;
+  assert.ok(Math.abs(total - rss) < rss * 0.1, `${total} against VmRSS ${rss}`);
+  assert.ok(byMapping.some(([name]) => name === '[anon]'));
+  const binary = basename(process.execPath);
+  assert.ok(
+    byMapping.some(([name]) => name === binary),
+    `the ${binary} binary is mapped`,
+  );
+  for (let i = 1; i < byMapping.length; i++) assert.ok(byMapping[i - 1]![1] >= byMapping[i]![1]);
+  assert.deepEqual(readRssByMapping(2 ** 22 + 7), []);
 });

@@ -106,6 +106,28 @@ export function deployedEnv(dockerfile = OPKIT_DOCKERFILE): Record<string, strin
   return env;
 }
 
+/** The image's compile cache settings: the benchmark warms its own cache (warmCompileCache) instead. */
+const COMPILE_CACHE_ENV = ['NODE_COMPILE_CACHE', 'NODE_COMPILE_CACHE_PORTABLE'];
+
+/**
+ * The environment the image runs opkit with (its `ENV` settings, such as MALLOC_ARENA_MAX) but for the
+ * compile cache's, which point into the image; the benchmark runs opkit with these too. A setting in the
+ * environment opkit is started with (--opkit-env, or the harness's own) wins over the image's.
+ */
+export function deployedRunEnv(dockerfile = OPKIT_DOCKERFILE): Record<string, string> {
+  const env = deployedEnv(dockerfile);
+  for (const key of COMPILE_CACHE_ENV) delete env[key];
+  return env;
+}
+
+/** opkit's environment: the image's settings (deployedRunEnv) under `given` (default: this process's). */
+export function opkitRunEnv(
+  given: NodeJS.ProcessEnv = process.env,
+  dockerfile = OPKIT_DOCKERFILE,
+): NodeJS.ProcessEnv {
+  return { ...deployedRunEnv(dockerfile), ...given };
+}
+
 /**
  * When the image warms Node's compile cache at build time (ENV NODE_COMPILE_CACHE), the benchmark does the
  * same into its own directory, before any timing, with the image's warm-up (@opkit/runtime/image), for
@@ -224,7 +246,7 @@ export async function startOperator(impl: OperatorImpl, opts: StartOptions): Pro
     command,
     args,
     opts.logFile,
-    impl === 'opkit' ? opts.opkitEnv : undefined,
+    impl === 'opkit' ? opkitRunEnv(opts.opkitEnv) : undefined,
   );
   return { impl, proc, healthPort, metricsPort, startedAt };
 }

@@ -41,7 +41,10 @@ const { values } = parseArgs({
     'with-defaults': { type: 'boolean', default: false },
     /** Node flags for opkit instead of those of its image's ENTRYPOINT, e.g. "" or "--max-semi-space-size=4". */
     'opkit-node-flags': { type: 'string' },
-    /** Environment for opkit only, e.g. "OPKIT_TRANSPORT=http2" (comma-separated KEY=VALUE pairs). */
+    /**
+     * Environment for opkit only, e.g. "OPKIT_TRANSPORT=http2" (comma-separated KEY=VALUE pairs), over its
+     * image's (`ENV` in its Dockerfile: MALLOC_ARENA_MAX=0 runs it with glibc's default arenas).
+     */
     'opkit-env': { type: 'string' },
     /**
      * The controller-runtime peer talks JSON for built-in kinds too, as opkit does (controller-runtime's

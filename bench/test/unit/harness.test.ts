@@ -5,7 +5,14 @@ import { basename, join } from 'node:path';
 import { test } from 'node:test';
 import { scramVerifier } from '../../../operators/database/src/controllers/database/engines/postgres/scram.ts';
 import { compareSnapshots, KNOWN_DIFFERENCES, normalize, secretContext } from '../../harness/equivalence.ts';
-import { deployedEnv, deployedNodeFlags, REPO_ROOT, warmCompileCache } from '../../harness/impls.ts';
+import {
+  deployedEnv,
+  deployedNodeFlags,
+  deployedRunEnv,
+  opkitRunEnv,
+  REPO_ROOT,
+  warmCompileCache,
+} from '../../harness/impls.ts';
 import { addCount, classify, type KubeObject, type RequestCounts } from '../../harness/kube.ts';
 import { diffCounts, summarize } from '../../harness/metrics.ts';
 import { readProc, readRssByMapping, readThreadCpu } from '../../harness/proc.ts';
@@ -132,10 +139,15 @@ test("opkit runs with the Node flags of its image's ENTRYPOINT", () => {
     assert.deepEqual(deployedNodeFlags(file), []);
     writeFileSync(file, 'FROM node:24\nENTRYPOINT ["/bin/sh", "-c", "run"]\n');
     assert.throws(() => deployedNodeFlags(file), /unexpected ENTRYPOINT/);
-    // The real one parses, and its flags are what the operator's npm start uses too.
+    // The real one parses, and its flags are what the operator's npm start uses too, with the image's
+    // malloc settings.
     const start = JSON.parse(readFileSync(join(REPO_ROOT, 'operators/database/package.json'), 'utf8')).scripts
       .start;
-    assert.equal(start, ['node', ...deployedNodeFlags(), 'src/main.ts'].join(' '));
+    const malloc = Object.entries(deployedRunEnv())
+      .filter(([key]) => key.startsWith('MALLOC_'))
+      .map(([key, value]) => `${key}=${value}`);
+    assert.deepEqual(malloc, ['MALLOC_ARENA_MAX=1']);
+    assert.equal(start, [...malloc, 'node', ...deployedNodeFlags(), 'src/main.ts'].join(' '));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -154,6 +166,13 @@ test("opkit runs with its image's environment: the compile cache warmed before t
       NODE_COMPILE_CACHE: '/app/.cc',
       NODE_COMPILE_CACHE_PORTABLE: '1',
     });
+    // What opkit runs with: the image's settings but the compile cache's (the benchmark warms its own).
+    assert.deepEqual(deployedRunEnv(file), { NODE_ENV: 'production' });
+    // Under the environment opkit is started with, which wins (--opkit-env MALLOC_ARENA_MAX=0: glibc's default).
+    assert.equal(opkitRunEnv({ PATH: '/bin' }, file).NODE_ENV, 'production');
+    assert.equal(opkitRunEnv({ NODE_ENV: 'test' }, file).NODE_ENV, 'test');
+    assert.equal(opkitRunEnv({}).MALLOC_ARENA_MAX, '1');
+    assert.equal(opkitRunEnv({ MALLOC_ARENA_MAX: '0' }).MALLOC_ARENA_MAX, '0');
     writeFileSync(file, 'FROM node:24\nENTRYPOINT ["node", "a.ts"]\n');
     assert.equal(warmCompileCache(join(dir, 'none'), [], file), undefined);
     // The real image warms one, and so does the benchmark: the cache directory has entries afterwards.

@@ -9,6 +9,7 @@ import {
   deployedEnv,
   deployedNodeFlags,
   deployedRunEnv,
+  opkitMain,
   opkitRunEnv,
   REPO_ROOT,
   warmCompileCache,
@@ -185,6 +186,19 @@ test("opkit runs with its image's environment: the compile cache warmed before t
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('the bundle the image runs is ASCII: V8 holds its source one byte per character', () => {
+  // A bundle over 1 MB with one non-ASCII character is held as a UTF-16 string outside the heap: 2.2 MiB
+  // for the whole life of the process instead of 1.1 (heaptrack, 2026-12-07). esbuild escapes
+  // non-ASCII characters in strings, not in regular expressions.
+  const bytes = readFileSync(opkitMain());
+  const at = bytes.findIndex((b) => b > 0x7f);
+  assert.equal(
+    at,
+    -1,
+    `non-ASCII at byte ${at}: ${bytes.subarray(Math.max(0, at - 60), at + 10).toString()}`,
+  );
 });
 
 /** The TLS Secrets of one postgres Database as opkit makes them (new keys each call), normalized together. */

@@ -543,6 +543,20 @@ describe('validate', () => {
     assert.deepEqual(check('x'), ['TypeInvalid spec']);
   });
 
+  test("the duration format: Go's units, microseconds with either micro sign", () => {
+    const schema = s.string({ format: 'duration' });
+    for (const ok of ['10h', '1h30m', '-1.5s', '250ms', '3us', '3\u00b5s', '3\u03bcs', '1m 30s']) {
+      assert.deepEqual(validate(schema, ok), [], ok);
+    }
+    for (const bad of ['', 'h', '10', '1s junk!', '1s;']) {
+      assert.deepEqual(
+        brief(validate(schema, bad, { path: 'spec.timeout' })),
+        ['TypeInvalid spec.timeout'],
+        bad,
+      );
+    }
+  });
+
   test('values are validated after defaulting, as the API server does', () => {
     const ports = s.array(
       s.object({ name: s.string(), protocol: s.enum(['TCP', 'UDP'], { default: 'TCP' }) }),

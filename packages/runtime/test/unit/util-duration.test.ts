@@ -10,6 +10,10 @@ describe('parseDuration', () => {
     assert.equal(parseDuration('1.5s'), 1500);
     assert.equal(parseDuration('1h2m3s4ms'), 3_723_004);
     assert.equal(parseDuration('0'), 0);
+    // Microseconds as Go writes them: "us", the micro sign, the Greek mu.
+    assert.equal(parseDuration('1500us'), 1.5);
+    assert.equal(parseDuration('1500\u00b5s'), 1.5);
+    assert.equal(parseDuration('1500\u03bcs'), 1.5);
   });
 
   it('refuses anything else, naming the text and the expected form', () => {

@@ -112,3 +112,34 @@ export async function scrapeHeapBytes(metricsPort: number): Promise<number | und
   }
   return undefined;
 }
+
+/** Node's own view of its memory from an opkit /metrics (prom-client's defaults), in bytes. */
+export interface NodeHeap {
+  total: number;
+  used: number;
+  external: number;
+  /** V8's heap spaces with memory committed, by name ("new", "old", "code", ...). */
+  spaces: [string, number][];
+}
+
+/**
+ * V8's heap, by space, and the memory outside it that V8 accounts for (`nodejs_heap_size_*`,
+ * `nodejs_heap_space_size_total_bytes`, `nodejs_external_memory_bytes`): what of a Node process's
+ * anonymous memory is V8's. Undefined when the operator serves no such metrics (the Go peer).
+ */
+export async function scrapeNodeHeap(metricsPort: number): Promise<NodeHeap | undefined> {
+  const { code, text } = await localGet(metricsPort, '/metrics');
+  if (code !== 200) return undefined;
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  const total = value('nodejs_heap_size_total_bytes');
+  if (Number.isNaN(total)) return undefined;
+  const spaces = [...text.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} (\S+)/gm)]
+    .map((m): [string, number] => [m[1] ?? '', Number(m[2])])
+    .filter(([, bytes]) => bytes > 0);
+  return {
+    total,
+    used: value('nodejs_heap_size_used_bytes'),
+    external: value('nodejs_external_memory_bytes'),
+    spaces,
+  };
+}

@@ -22,7 +22,6 @@ import {
   buildGoPeer,
   deployedNodeFlags,
   flagList,
-  localGet,
   OPKIT_DOCKERFILE,
   opkitMain,
   startOperator,
@@ -30,7 +29,7 @@ import {
   warmCompileCache,
 } from './impls.ts';
 import { Kube, runConcurrently } from './kube.ts';
-import { diffCounts, scrapeRequestCounts, summarize } from './metrics.ts';
+import { diffCounts, scrapeNodeHeap, scrapeRequestCounts, summarize } from './metrics.ts';
 import { readRssByMapping, readThreadCpu } from './proc.ts';
 import { median } from './report.ts';
 import { floorWrite, installCrd, SCALE_FLAGS } from './scenarios.ts';
@@ -130,17 +129,13 @@ try {
         log(
           `  resident by mapping (MiB): ${top.map(([m, b]) => `${m} ${(b / 2 ** 20).toFixed(1)}`).join(', ')}`,
         );
-        if (impl.impl === 'opkit') {
-          // V8's heap as prom-client's default metrics see it: what of [anon] is V8's.
-          const { text } = await localGet(op.metricsPort, '/metrics');
-          const metric = (re: RegExp) => (Number(re.exec(text)?.[1] ?? Number.NaN) / 2 ** 20).toFixed(1);
-          const spaces = [...text.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} (\d+)/gm)]
-            .filter((m) => Number(m[2]) > 0)
-            .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`);
+        // V8's heap as prom-client's default metrics see it: what of [anon] is V8's.
+        const heap = impl.impl === 'opkit' ? await scrapeNodeHeap(op.metricsPort) : undefined;
+        if (heap) {
+          const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
           log(
-            `  V8 heap (MiB): total ${metric(/^nodejs_heap_size_total_bytes (\d+)/m)}, used ` +
-              `${metric(/^nodejs_heap_size_used_bytes (\d+)/m)} (${spaces.join(', ')}); external ` +
-              `${metric(/^nodejs_external_memory_bytes (\d+)/m)}`,
+            `  V8 heap (MiB): total ${mib(heap.total)}, used ${mib(heap.used)} ` +
+              `(${heap.spaces.map(([space, bytes]) => `${space} ${mib(bytes)}`).join(', ')}); external ${mib(heap.external)}`,
           );
         }
       }

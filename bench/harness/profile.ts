@@ -2,6 +2,7 @@
  * Summarizes V8 CPU profiles (node --cpu-prof): self time by function and by package/area.
  *   node bench/harness/profile.ts <file.cpuprofile|dir> [--top 25]
  *   node bench/harness/profile.ts <file.cpuprofile|dir> --callers '^getName$' [--depth 4]
+ * --until <ms> keeps only the samples of the profile's first <ms> milliseconds (e.g. a start-up until ready).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,14 +28,26 @@ function area(url: string, fn: string): string {
   return m ? m[1]! : url;
 }
 
-export function summarize(files: string[], top = 25): string {
+/** How many of `p`'s samples were taken within its first `untilMs` milliseconds (all of them if undefined). */
+function sampleCount(p: Profile, untilMs: number | undefined): number {
+  if (untilMs === undefined) return p.samples.length;
+  let t = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    t += (p.timeDeltas[i] ?? 0) / 1000;
+    if (t > untilMs) return i;
+  }
+  return p.samples.length;
+}
+
+export function summarize(files: string[], top = 25, untilMs?: number): string {
   const byFn = new Map<string, number>();
   const byArea = new Map<string, number>();
   let total = 0;
   for (const f of files) {
     const p = JSON.parse(readFileSync(f, 'utf8')) as Profile;
     const nodes = new Map(p.nodes.map((n) => [n.id, n]));
-    for (let i = 0; i < p.samples.length; i++) {
+    const count = sampleCount(p, untilMs);
+    for (let i = 0; i < count; i++) {
       const n = nodes.get(p.samples[i]!);
       const dt = (p.timeDeltas[i] ?? 0) / 1000;
       if (!n) continue;
@@ -73,7 +86,7 @@ export function summarize(files: string[], top = 25): string {
  * Who calls the functions whose name matches `pattern`: time of the samples in them (self and below), by
  * the `depth` frames above them, heaviest first.
  */
-export function callers(files: string[], pattern: RegExp, depth = 4, top = 15): string {
+export function callers(files: string[], pattern: RegExp, depth = 4, top = 15, untilMs?: number): string {
   const byStack = new Map<string, number>();
   let total = 0;
   for (const f of files) {
@@ -86,7 +99,8 @@ export function callers(files: string[], pattern: RegExp, depth = 4, top = 15): 
       const file = cf.url.replace(/^.*\/(packages|operators|bench|node_modules)\//, '$1/');
       return `${cf.functionName || '(anonymous)'} ${file}:${cf.lineNumber + 1}`;
     };
-    for (let i = 0; i < p.samples.length; i++) {
+    const count = sampleCount(p, untilMs);
+    for (let i = 0; i < count; i++) {
       let id: number | undefined = p.samples[i];
       const dt = (p.timeDeltas[i] ?? 0) / 1000;
       // the innermost matching frame of this sample's stack
@@ -118,6 +132,7 @@ if (import.meta.main) {
       /** A regular expression: print who calls the functions it matches instead of the summary. */
       callers: { type: 'string' },
       depth: { type: 'string', default: '4' },
+      until: { type: 'string' },
     },
   });
   const files = positionals.flatMap((p) =>
@@ -127,9 +142,10 @@ if (import.meta.main) {
           .map((f) => join(p, f))
       : [p],
   );
+  const until = values.until === undefined ? undefined : Number(values.until);
   console.log(
     values.callers
-      ? callers(files, new RegExp(values.callers), Number(values.depth), Number(values.top))
-      : summarize(files, Number(values.top)),
+      ? callers(files, new RegExp(values.callers), Number(values.depth), Number(values.top), until)
+      : summarize(files, Number(values.top), until),
   );
 }

@@ -1,6 +1,6 @@
 /**
- * Requests and watches over HTTP/1.1: a keep-alive socket of the pool (pools.ts) per request in flight and
- * per watch. A request that timed out after it was sent, or a socket found dead, makes the pool check its
+ * Requests over HTTP/1.1, with Node's client: a keep-alive socket of the pool (pools.ts) per request in
+ * flight; watches too when they go through a proxy (else h1-watch.ts). A request that timed out after it was sent, or a socket found dead, makes the pool check its
  * other connections (presumeDead); a reused socket the server reset before answering is marked retryable.
  */
 import type * as http from 'node:http';

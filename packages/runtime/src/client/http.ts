@@ -1,6 +1,7 @@
 /**
  * The transport to the API server: JSON in, JSON or protobuf out, typed errors, over HTTP/1.1 with
- * keep-alive connection pools per configuration (h1-requests.ts, pools.ts) or HTTP/2 sessions
+ * keep-alive connection pools per configuration (h1-requests.ts, pools.ts) and a connection per watch
+ * (h1-watch.ts), or HTTP/2 sessions
  * (h2-requests.ts, h2-sessions.ts); watches as newline-delimited JSON (json-lines.ts) or protobuf frames
  * (protobuf/frames.ts).
  *
@@ -25,6 +26,7 @@ import {
   UnauthorizedError,
 } from './errors.ts';
 import { type H1Context, type H1Failure, type H1Response, h1Open, h1Request } from './h1-requests.ts';
+import { h1Watch } from './h1-watch.ts';
 import { type H2Context, h2Headers, h2Open, h2Request } from './h2-requests.ts';
 import {
   type H2Pool,
@@ -38,6 +40,7 @@ import {
   type AnyAgent,
   agentFor,
   DEFAULT_POOL,
+  dropIdleSockets,
   type InFlight,
   PROVE_ALIVE_MS,
   presumeDead,
@@ -85,7 +88,8 @@ export interface TransportOptions {
   onRequest?: (metric: RequestMetric) => void;
   /**
    * Connection limit of the pool's agent, used when this is the first transport for the config and
-   * pool. Every open watch holds one connection. Defaults to 100.
+   * pool. Requests in flight hold one each; watches run on connections of their own (h1-watch.ts).
+   * Defaults to 100.
    */
   maxSockets?: number;
   /**
@@ -96,7 +100,7 @@ export interface TransportOptions {
   /**
    * 'http2': one HTTP/2 session per API server (and pool) multiplexes every request and watch as streams
    * (h2-sessions.ts); an error if the server does not negotiate h2. 'auto': HTTP/2 when the server
-   * negotiates it (ALPN), else HTTP/1.1. 'http1': a keep-alive socket per request in flight and per watch.
+   * negotiates it (ALPN), else HTTP/1.1. 'http1': a keep-alive socket of the pool per request in flight, and a connection of its own per watch.
    * Plain-http servers and proxies (proxy-url) always get HTTP/1.1. Defaults to DEFAULT_TRANSPORT.
    */
   transport?: TransportMode;
@@ -226,6 +230,7 @@ export class HttpTransport {
 
   /** Destroys the pool's sockets and HTTP/2 sessions (of every client using this config and pool). */
   close(): void {
+    dropIdleSockets(this.agent);
     this.agent.destroy();
     this.h2.close();
   }
@@ -436,7 +441,10 @@ export class HttpTransport {
     return h1Request(this.#h1, method, path, auth, extra, body, signal, timeoutMs, start);
   }
 
-  /** Opens a watch over HTTP/2 when the server speaks it, else HTTP/1.1 (h1Open). */
+  /**
+   * Opens a watch over HTTP/2 when the server speaks it, else HTTP/1.1 on a connection of its own
+   * (h1-watch.ts), or through the configuration's proxy (h1Open).
+   */
   async #openAny(
     path: string,
     auth: RequestAuth,
@@ -474,6 +482,10 @@ export class HttpTransport {
         };
       }
     }
+    if (this.config.proxyAgent === undefined) {
+      return h1Watch(this.#h1, path, auth, signal, timeoutMs, accept);
+    }
+    // Through a proxy: Node's client, with client-node's proxy agent.
     const opened = await h1Open(this.#h1, path, auth, signal, timeoutMs, accept);
     if (!opened) return undefined;
     const { req, res } = opened;

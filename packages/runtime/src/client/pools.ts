@@ -1,8 +1,8 @@
 /**
  * Connection pools: each configuration has named pools, one keep-alive agent each. 'default' serves
- * every request and watch; a separate pool serves requests that must never wait for a socket behind
- * watches (leader election's Lease renewals use LEADER_ELECTION_POOL). Every open watch holds one
- * socket of its pool for as long as it runs.
+ * every request; a separate pool serves requests that must never wait for a socket behind other
+ * requests (leader election's Lease renewals use LEADER_ELECTION_POOL). Watches run on connections of
+ * their own (h1-watch.ts; through a proxy, on a socket of the pool), tracked by their pool all the same.
  *
  * Dead connections: the transport registers every request and watch in flight (trackInFlight); when one
  * connection of a pool is found dead, presumeDead closes the pool's idle connections and every connection
@@ -10,6 +10,7 @@
  */
 import type * as http from 'node:http';
 import * as https from 'node:https';
+import type { Socket } from 'node:net';
 import { nodeHttp } from '../util/node-http.ts';
 import type { RestConfig } from './config.ts';
 import { DeadConnectionError, type PoolSweep, StaleConnectionError } from './errors.ts';
@@ -18,7 +19,7 @@ const DEFAULT_MAX_SOCKETS = 100;
 
 /** The pool requests and watches share unless told otherwise. */
 export const DEFAULT_POOL = 'default';
-/** Leader election's own pool: Lease renewals never queue behind watches for a socket. */
+/** Leader election's own pool: Lease renewals never queue behind other requests for a socket. */
 export const LEADER_ELECTION_POOL = 'leader-election';
 
 /** An HTTP or HTTPS keep-alive agent. */
@@ -38,7 +39,78 @@ export function dropIdleSockets(agent: AnyAgent): number {
       n++;
     }
   }
+  for (const sockets of idleWatchConnections.get(agent)?.values() ?? []) {
+    for (const socket of [...sockets]) {
+      socket.destroy();
+      n++;
+    }
+  }
   return n;
+}
+
+/** The most idle watch connections kept per pool and server identity. */
+const MAX_IDLE_WATCH_CONNECTIONS = 32;
+/** Connections of watches the server ended, by pool and pool key (agent.getName), for the next watches. */
+const idleWatchConnections = new WeakMap<AnyAgent, Map<string, Set<Socket>>>();
+
+/**
+ * Keeps the connection of a watch the server ended (h1-watch.ts) for the next watch of the same pool and
+ * server identity: watches end every 25-35 s, and a new TLS connection each time would cost a handshake.
+ * Unref'd while idle; dropped when it closes, when anything arrives on it, and by dropIdleSockets.
+ */
+export function parkWatchConnection(agent: AnyAgent, key: string, socket: Socket): void {
+  let byKey = idleWatchConnections.get(agent);
+  if (!byKey) {
+    byKey = new Map();
+    idleWatchConnections.set(agent, byKey);
+  }
+  let idle = byKey.get(key);
+  if (!idle) {
+    idle = new Set();
+    byKey.set(key, idle);
+  }
+  if (idle.size >= MAX_IDLE_WATCH_CONNECTIONS || socket.destroyed) {
+    socket.destroy();
+    return;
+  }
+  const set = idle;
+  const drop = (): void => {
+    set.delete(socket);
+    socket.off('close', drop);
+    socket.off('data', drop);
+    socket.off('error', drop);
+    socket.destroy();
+  };
+  // An idle connection has nothing to say: whatever arrives, or an error, ends it.
+  socket.on('close', drop);
+  socket.on('data', drop);
+  socket.on('error', drop);
+  parked.set(socket, drop);
+  socket.unref();
+  // Flowing (a watch's consumer may have paused it), so that a close or stray bytes are seen.
+  socket.resume();
+  set.add(socket);
+}
+
+const parked = new WeakMap<Socket, () => void>();
+
+/** An idle watch connection of the pool and server identity, if one is kept (ref'd again), else undefined. */
+export function takeWatchConnection(agent: AnyAgent, key: string): Socket | undefined {
+  const idle = idleWatchConnections.get(agent)?.get(key);
+  for (const socket of idle ?? []) {
+    idle?.delete(socket);
+    const drop = parked.get(socket);
+    parked.delete(socket);
+    if (drop) {
+      socket.off('close', drop);
+      socket.off('data', drop);
+      socket.off('error', drop);
+    }
+    if (socket.destroyed) continue;
+    socket.ref();
+    return socket;
+  }
+  return undefined;
 }
 
 /**

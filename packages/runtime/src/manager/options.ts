@@ -35,7 +35,8 @@ export interface LeaderElectionOptions {
   /**
    * A client for leader election only. Default: when the manager builds its client from a kubeconfig,
    * a second client of that config on its own connection pool (LEADER_ELECTION_POOL), so that Lease
-   * renewals never queue behind watches for a socket; with a given `client`, that client.
+   * renewals never queue behind the operator's other requests for a socket; with a given `client`, that
+   * client.
    */
   client?: Client;
 }

@@ -237,11 +237,17 @@ describe('a pool with half-open connections', () => {
     const stop = new AbortController();
     try {
       const watch = small.watch(ConfigMaps, { namespace: 'ns', signal: stop.signal })[Symbol.asyncIterator]();
-      await watch.next(); // holds the pool's only socket
+      await watch.next();
+      // Answered after 300 ms: holds the pool's only socket meanwhile.
+      const slow = small.transport.request<{ kind: string }>({
+        method: 'GET',
+        path: '/api/v1/namespaces/ns/configmaps/slow',
+      });
       await assert.rejects(
-        small.transport.request({ method: 'GET', path: '/api/v1/namespaces', timeoutMs: 300 }),
+        small.transport.request({ method: 'GET', path: '/api/v1/namespaces', timeoutMs: 100 }),
         RequestTimeoutError,
       );
+      assert.equal((await slow).kind, 'ConfigMap');
       assert.equal(await stillOpenAfter(watch.next(), 3000), 'still open');
     } finally {
       stop.abort();

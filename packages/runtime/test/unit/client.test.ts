@@ -874,7 +874,7 @@ describe('401 Unauthorized: one retry with fresh credentials', () => {
 });
 
 describe('connection pools', () => {
-  test('a request on its own pool does not wait behind watches that hold every socket of the shared one', async () => {
+  test('watches hold no socket of the pool, and a request on its own pool does not wait behind requests that hold every socket of the shared one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'opkit-pools-'));
     const open: http.ServerResponse[] = [];
     const fake = await fakeServer(dir, (req, res) => {
@@ -882,7 +882,8 @@ describe('connection pools', () => {
         res.writeHead(200, { 'Content-Type': 'application/json' });
         res.write(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a' } } })}\n`);
         open.push(res);
-      } else json(res, 200, { kind: 'Lease', metadata: { name: 'l' } });
+      } else if (req.url?.includes('hang')) open.push(res);
+      else json(res, 200, { kind: 'Lease', metadata: { name: 'l' } });
     });
     const shared = createClient(fake.config, { maxSockets: 1 });
     const own = createClient(fake.config, { connectionPool: LEADER_ELECTION_POOL });
@@ -893,7 +894,16 @@ describe('connection pools', () => {
       assert.equal(agentFor(fake.config, undefined, LEADER_ELECTION_POOL), own.transport.agent);
       assert.notEqual(own.transport.agent, shared.transport.agent);
       const events = shared.watch(ConfigMaps, { signal: watching.signal })[Symbol.asyncIterator]();
-      await events.next(); // the watch holds the shared pool's only socket
+      await events.next();
+      // The watch runs on a connection of its own: the pool's only socket is free.
+      const lease = { method: 'GET', path: '/apis/coordination.k8s.io/v1/namespaces/ns/leases/l' } as const;
+      assert.equal(
+        (await shared.transport.request<{ kind: string }>({ ...lease, timeoutMs: 5_000 })).kind,
+        'Lease',
+      );
+      // A request the server never answers holds it.
+      const hanging = shared.transport.request({ method: 'GET', path: '/api/v1/namespaces/hang' });
+      hanging.catch(() => undefined);
       await assert.rejects(
         shared.transport.request({ method: 'GET', path: '/api/v1/namespaces', timeoutMs: 300 }),
         RequestTimeoutError,

@@ -60,7 +60,15 @@ export async function h1Watch(
     const result = await exchange(ctx, path, kept, true, key, head, signal, timeoutMs, start);
     if (result !== STALE) return result;
   }
-  const fresh = await exchange(ctx, path, connect(options), false, key, head, signal, timeoutMs, start);
+  let socket: net.Socket;
+  try {
+    socket = connect(options);
+  } catch (err) {
+    // TLS options Node refuses (a malformed certificate or key), thrown before any connection.
+    ctx.metric('GET', '<error>', start);
+    throw ctx.connectionError('GET', path, err as Error);
+  }
+  const fresh = await exchange(ctx, path, socket, false, key, head, signal, timeoutMs, start);
   return fresh === STALE ? undefined : fresh;
 }
 

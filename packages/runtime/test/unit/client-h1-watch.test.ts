@@ -190,7 +190,7 @@ describe('a watch over TLS, on a connection of its own', () => {
     await new Promise((r) => server.close(r));
   });
 
-  function clientWith(ca: string) {
+  function clientWith(ca: string, keyPem = client.keyPem) {
     const kc = new KubeConfig();
     kc.loadFromClusterAndUser(
       {
@@ -202,7 +202,7 @@ describe('a watch over TLS, on a connection of its own', () => {
       {
         name: 'u',
         certData: Buffer.from(client.certPem).toString('base64'),
-        keyData: Buffer.from(client.keyPem).toString('base64'),
+        keyData: Buffer.from(keyPem).toString('base64'),
       },
     );
     return createClient(configFromKubeConfig(kc), { transport: 'http1' });
@@ -218,12 +218,16 @@ describe('a watch over TLS, on a connection of its own', () => {
     c.close();
   });
 
-  test('a server certificate from another CA is a ConnectionError', async () => {
-    const c = clientWith(otherCaPem);
-    await assert.rejects(async () => {
-      for await (const _ of c.watch(ConfigMaps, { namespace: 'ns' })) assert.fail('no events expected');
-    }, ConnectionError);
-    c.close();
+  test('a server certificate from another CA, or a client key Node refuses, is a ConnectionError', async () => {
+    for (const c of [
+      clientWith(otherCaPem),
+      clientWith(caPem, '-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n'),
+    ]) {
+      await assert.rejects(async () => {
+        for await (const _ of c.watch(ConfigMaps, { namespace: 'ns' })) assert.fail('no events expected');
+      }, ConnectionError);
+      c.close();
+    }
   });
 
   test('a non-2xx answer is its typed error; a connection dropped inside a chunk is a ConnectionError', async () => {

@@ -118,7 +118,31 @@ export function h1Request(
   });
 }
 
-/** Opens a watch: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
+/**
+ * Bounds the wait for a watch's response head: after `timeoutMs` (none if 0) the metric records an error
+ * and `fail` gets a RequestTimeoutError; if the request had been `sent`, the pool checks its other
+ * connections (presumeDead).
+ */
+export function headTimeout(
+  ctx: H1Context,
+  path: string,
+  timeoutMs: number,
+  start: number,
+  sent: () => boolean,
+  fail: (error: RequestTimeoutError) => void,
+): NodeJS.Timeout | undefined {
+  if (timeoutMs <= 0) return undefined;
+  return setTimeout(() => {
+    ctx.metric('GET', '<error>', start);
+    const error = new RequestTimeoutError(`GET ${path} to ${ctx.host} timed out after ${timeoutMs}ms`);
+    // Sent and no answer in time: the pool's other connections may be as dead.
+    const wasSent = sent();
+    fail(error);
+    if (wasSent) presumeDead(ctx.agent, ctx.host, error);
+  }, timeoutMs);
+}
+
+/** Opens a watch through a proxy: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
 export function h1Open(
   ctx: H1Context,
   path: string,
@@ -146,16 +170,17 @@ export function h1Open(
       req.destroy();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        ctx.metric('GET', '<error>', start);
-        const error = new RequestTimeoutError(`GET ${path} to ${ctx.host} timed out after ${timeoutMs}ms`);
-        const sent = req.socket !== null;
+    timer = headTimeout(
+      ctx,
+      path,
+      timeoutMs,
+      start,
+      () => req.socket !== null,
+      (error) => {
         finish(error);
         req.destroy();
-        if (sent) presumeDead(ctx.agent, ctx.host, error);
-      }, timeoutMs);
-    }
+      },
+    );
     req.on('error', (err) => {
       if (settled) return;
       ctx.metric('GET', '<error>', start);

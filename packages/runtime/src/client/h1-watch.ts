@@ -17,10 +17,9 @@ import * as net from 'node:net';
 import * as tls from 'node:tls';
 import { joinChunks } from './bodies.ts';
 import type { RequestAuth } from './config.ts';
-import { RequestTimeoutError } from './errors.ts';
-import type { H1Context } from './h1-requests.ts';
+import { type H1Context, headTimeout } from './h1-requests.ts';
 import { ResponseReader } from './h1-response.ts';
-import { parkWatchConnection, presumeDead, takeWatchConnection } from './pools.ts';
+import { parkWatchConnection, takeWatchConnection } from './pools.ts';
 
 /** Body bytes held for a consumer that is behind before the socket stops reading. */
 const HIGH_WATER_BYTES = 1024 * 1024;
@@ -138,15 +137,14 @@ function exchange(
       socket.destroy();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        ctx.metric('GET', '<error>', start);
-        const error = new RequestTimeoutError(`GET ${path} to ${ctx.host} timed out after ${timeoutMs}ms`);
-        settle(error);
-        // Connected and no answer in time: the pool's other connections may be as dead.
-        if (connected) presumeDead(ctx.agent, ctx.host, error);
-      }, timeoutMs);
-    }
+    timer = headTimeout(
+      ctx,
+      path,
+      timeoutMs,
+      start,
+      () => connected,
+      (error) => settle(error),
+    );
     if (!reused) {
       socket.once(socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect', () => {
         connected = true;

@@ -39,6 +39,7 @@ import { type JsonLinesOptions, jsonLines } from './json-lines.ts';
 import {
   type AnyAgent,
   agentFor,
+  closeWatches,
   DEFAULT_POOL,
   dropIdleSockets,
   type InFlight,
@@ -228,8 +229,16 @@ export class HttpTransport {
     return this.#stream(path, signal, opts);
   }
 
-  /** Destroys the pool's sockets and HTTP/2 sessions (of every client using this config and pool). */
+  /**
+   * Destroys the pool's sockets and HTTP/2 sessions, and ends its watches with a ConnectionError (of
+   * every client using this config and pool).
+   */
   close(): void {
+    // Watches over HTTP/1.1 run on connections of their own (h1-watch.ts), outside the agent.
+    closeWatches(
+      this.agent,
+      new DeadConnectionError(`connection to ${this.config.host} closed: the client was closed`),
+    );
     dropIdleSockets(this.agent);
     this.agent.destroy();
     this.h2.close();

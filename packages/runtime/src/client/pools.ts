@@ -170,6 +170,20 @@ export function trackInFlight(
 }
 
 /**
+ * Ends the watches in flight on `agent`'s pool (the transport is being closed): each fails with `err`,
+ * as when its socket is destroyed. Returns how many.
+ */
+export function closeWatches(agent: AnyAgent, err: DeadConnectionError): number {
+  let n = 0;
+  for (const t of [...(inFlight.get(agent) ?? [])]) {
+    if (t.kind !== 'watch' || !t.active) continue;
+    t.abort(err);
+    n++;
+  }
+  return n;
+}
+
+/**
  * One connection of `agent`'s pool was found dead (`cause`: a watch silent past its deadline, a request
  * without an answer in its timeout). Half-open connections rarely come alone (a peer or a middlebox lost
  * them all), and on HTTP/1.1 a connection in use cannot be probed; so, like an HTTP/2 ping sent to every

@@ -43,6 +43,21 @@ function chunked(parts: string[], trailer = ''): Buffer {
   return Buffer.from(`${raw}0\r\n${trailer}\r\n`);
 }
 
+/** Listens on a free loopback port, keeping `sockets` to the server's open connections; returns the port. */
+async function serve(server: net.Server, sockets: Set<net.Socket>): Promise<number> {
+  server.on('connection', (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+async function stop(server: net.Server, sockets: Set<net.Socket>): Promise<void> {
+  for (const s of sockets) s.destroy();
+  await new Promise((r) => server.close(r));
+}
+
 const event = (name: string, type = 'ADDED'): string =>
   `${JSON.stringify({ type, object: { metadata: { name, namespace: 'ns', resourceVersion: '1' } } })}\n`;
 
@@ -177,18 +192,10 @@ describe('a watch over TLS, on a connection of its own', () => {
         res.end();
       },
     );
-    server.on('connection', (s: net.Socket) => {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    port = (server.address() as AddressInfo).port;
+    port = await serve(server, sockets);
   });
 
-  after(async () => {
-    for (const s of sockets) s.destroy();
-    await new Promise((r) => server.close(r));
-  });
+  after(() => stop(server, sockets));
 
   function clientWith(ca: string, keyPem = client.keyPem) {
     const kc = new KubeConfig();
@@ -258,6 +265,12 @@ describe('the connections of ended watches are kept for the next ones', () => {
       const n = (counts.get(req.socket) ?? 0) + 1;
       counts.set(req.socket, n);
       perConnection[ids.get(req.socket) ?? -1] = n;
+      if (req.url?.includes('hold')) {
+        // A watch that runs until the client goes.
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.write(event('a'));
+        return;
+      }
       if (req.url?.includes('drop-second') && n === 2) {
         // A kept connection the server dropped just as the next watch arrived on it.
         req.socket.destroy();
@@ -270,17 +283,11 @@ describe('the connections of ended watches are kept for the next ones', () => {
     server.on('connection', (s: net.Socket) => {
       ids.set(s, perConnection.length);
       perConnection.push(0);
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    port = (server.address() as AddressInfo).port;
+    port = await serve(server, sockets);
   });
 
-  after(async () => {
-    for (const s of sockets) s.destroy();
-    await new Promise((r) => server.close(r));
-  });
+  after(() => stop(server, sockets));
 
   function plainClient() {
     const kc = new KubeConfig();
@@ -322,5 +329,15 @@ describe('the connections of ended watches are kept for the next ones', () => {
     assert.deepEqual(perConnection.slice(before - 1), [2, 2, 1]);
     c.close();
     await eventually('closing the client to close every connection', () => sockets.size === 0);
+  });
+
+  test('closing the client ends its watches in flight with a ConnectionError and closes their connections', async () => {
+    const c = plainClient();
+    const it = c.watch(ConfigMaps, { namespace: 'hold' })[Symbol.asyncIterator]();
+    assert.equal((await it.next()).value?.type, 'ADDED');
+    assert.equal(sockets.size, 1);
+    c.close();
+    await assert.rejects(it.next(), ConnectionError);
+    await eventually('the server to see the close', () => sockets.size === 0);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Requests over HTTP/1.1, with Node's client: a keep-alive socket of the pool (pools.ts) per request in
- * flight; watches too when they go through a proxy (else h1-watch.ts). A request that timed out after it was sent, or a socket found dead, makes the pool check its
- * other connections (presumeDead); a reused socket the server reset before answering is marked retryable.
+ * flight; watches too when they go through a proxy (else h1-watch.ts). A request that timed out after it
+ * was sent, or a socket found dead, makes the pool check its other connections (presumeDead); a reused
+ * socket the server reset before answering is marked retryable.
  */
 import type * as http from 'node:http';
 import type * as https from 'node:https';
@@ -142,7 +143,10 @@ export function headTimeout(
   }, timeoutMs);
 }
 
-/** Opens a watch through a proxy: resolves on a 2xx response, undefined if aborted first; throws typed errors. */
+/**
+ * Opens a watch through a proxy: resolves on a 2xx response, undefined if aborted first; throws typed
+ * errors.
+ */
 export function h1Open(
   ctx: H1Context,
   path: string,

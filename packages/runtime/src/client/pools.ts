@@ -17,7 +17,7 @@ import { DeadConnectionError, type PoolSweep, StaleConnectionError } from './err
 
 const DEFAULT_MAX_SOCKETS = 100;
 
-/** The pool requests and watches share unless told otherwise. */
+/** The pool of every request (and the pool that tracks every watch) unless told otherwise. */
 export const DEFAULT_POOL = 'default';
 /** Leader election's own pool: Lease renewals never queue behind other requests for a socket. */
 export const LEADER_ELECTION_POOL = 'leader-election';

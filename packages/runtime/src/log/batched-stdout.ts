@@ -28,6 +28,8 @@ export interface BatchSink {
   flushSync(): void;
   /** Writes `text` synchronously, past the stream (which may have a write in flight that would take it). */
   writeSync(text: string): void;
+  /** Calls `cb` once what the stream was given is written (pino's `logger.flush(cb)`). */
+  flush(cb: (err?: Error | null) => void): void;
 }
 
 /** Destinations with lines held, written synchronously at exit. */
@@ -76,9 +78,10 @@ export class BatchedDestination implements DestinationStream {
     }
   }
 
-  /** Hands the held lines to the sink now (asynchronously written, as the sink writes). */
-  flush(): void {
+  /** Hands the held lines to the sink now; `cb` (pino's `logger.flush(cb)`) once they are written. */
+  flush(cb?: (err?: Error | null) => void): void {
     this.#drain();
+    if (cb) this.#sink.flush(cb);
   }
 
   /** Writes whatever the sink holds, then the held lines, synchronously. */
@@ -115,6 +118,7 @@ export function batchedStdout(): BatchedDestination {
     write: (text) => stream.write(text),
     flushSync: () => stream.flushSync(),
     writeSync: (text) => writeAllSync(1, text),
+    flush: (cb) => stream.flush(cb),
   });
 }
 

@@ -17,6 +17,10 @@ function recordingSink(): BatchSink & { calls: string[] } {
     write: (text) => calls.push(`write ${text}`),
     flushSync: () => calls.push('flushSync'),
     writeSync: (text) => calls.push(`writeSync ${text}`),
+    flush: (cb) => {
+      calls.push('flush');
+      cb();
+    },
   };
 }
 
@@ -49,6 +53,18 @@ describe('BatchedDestination', () => {
     assert.equal(sink.calls[0]?.length, 'write '.length + BATCH_BYTES);
     dest.flushSync();
     assert.deepEqual(sink.calls.slice(1), ['flushSync'], 'nothing held after a full batch');
+  });
+
+  test("flush hands the held lines over at once, and calls back once the stream wrote them (pino's logger.flush)", () => {
+    const sink = recordingSink();
+    const dest = new BatchedDestination(sink, 10_000);
+    dest.write('a\n');
+    let called = false;
+    dest.flush(() => {
+      called = true;
+    });
+    assert.deepEqual(sink.calls, ['write a\n', 'flush']);
+    assert.equal(called, true);
   });
 
   test('flushSync writes what the stream holds, then the held lines, synchronously', () => {

@@ -40,7 +40,7 @@ export function dropIdleSockets(agent: AnyAgent): number {
     }
   }
   for (const sockets of idleWatchConnections.get(agent)?.values() ?? []) {
-    for (const socket of [...sockets]) {
+    for (const socket of [...sockets.keys()]) {
       socket.destroy();
       n++;
     }
@@ -50,8 +50,13 @@ export function dropIdleSockets(agent: AnyAgent): number {
 
 /** The most idle watch connections kept per pool and server identity. */
 const MAX_IDLE_WATCH_CONNECTIONS = 32;
-/** Connections of watches the server ended, by pool and pool key (agent.getName), for the next watches. */
-const idleWatchConnections = new WeakMap<AnyAgent, Map<string, Set<Socket>>>();
+/**
+ * Connections of watches the server ended, by pool and pool key (agent.getName), for the next watches;
+ * each with the listener that drops it while it is idle.
+ */
+const idleWatchConnections = new WeakMap<AnyAgent, Map<string, Map<Socket, () => void>>>();
+
+const IDLE_EVENTS = ['close', 'data', 'error'] as const;
 
 /**
  * Keeps the connection of a watch the server ended (h1-watch.ts) for the next watch of the same pool and
@@ -64,48 +69,31 @@ export function parkWatchConnection(agent: AnyAgent, key: string, socket: Socket
     byKey = new Map();
     idleWatchConnections.set(agent, byKey);
   }
-  let idle = byKey.get(key);
-  if (!idle) {
-    idle = new Set();
-    byKey.set(key, idle);
-  }
+  const idle = byKey.get(key) ?? new Map<Socket, () => void>();
+  byKey.set(key, idle);
   if (idle.size >= MAX_IDLE_WATCH_CONNECTIONS || socket.destroyed) {
     socket.destroy();
     return;
   }
-  const set = idle;
+  // An idle connection has nothing to say: whatever arrives, or an error, ends it.
   const drop = (): void => {
-    set.delete(socket);
-    socket.off('close', drop);
-    socket.off('data', drop);
-    socket.off('error', drop);
+    idle.delete(socket);
+    for (const event of IDLE_EVENTS) socket.off(event, drop);
     socket.destroy();
   };
-  // An idle connection has nothing to say: whatever arrives, or an error, ends it.
-  socket.on('close', drop);
-  socket.on('data', drop);
-  socket.on('error', drop);
-  parked.set(socket, drop);
+  for (const event of IDLE_EVENTS) socket.on(event, drop);
   socket.unref();
   // Flowing (a watch's consumer may have paused it), so that a close or stray bytes are seen.
   socket.resume();
-  set.add(socket);
+  idle.set(socket, drop);
 }
-
-const parked = new WeakMap<Socket, () => void>();
 
 /** An idle watch connection of the pool and server identity, if one is kept (ref'd again), else undefined. */
 export function takeWatchConnection(agent: AnyAgent, key: string): Socket | undefined {
   const idle = idleWatchConnections.get(agent)?.get(key);
-  for (const socket of idle ?? []) {
+  for (const [socket, drop] of idle ?? []) {
     idle?.delete(socket);
-    const drop = parked.get(socket);
-    parked.delete(socket);
-    if (drop) {
-      socket.off('close', drop);
-      socket.off('data', drop);
-      socket.off('error', drop);
-    }
+    for (const event of IDLE_EVENTS) socket.off(event, drop);
     if (socket.destroyed) continue;
     socket.ref();
     return socket;

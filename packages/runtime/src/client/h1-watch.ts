@@ -9,22 +9,21 @@
  *
  * A watch holds its connection as long as it runs, so it is not taken from the request pool (pools.ts):
  * requests never wait behind watches for a socket. When the server ends a watch (every 25-35 s) its
- * connection is kept for the next one (parkWatchConnection), as the pool keeps a request's. The pool
+ * connection is kept, with the pool's idle ones, for the next request or watch (h1-connections.ts). The pool
  * still tracks the watch (trackInFlight, by its caller) and can close it when another of its
  * connections was found dead; dropping the pool's idle connections drops the kept ones too.
  */
-import * as net from 'node:net';
+import type * as net from 'node:net';
 import * as tls from 'node:tls';
 import { joinChunks } from './bodies.ts';
 import type { RequestAuth } from './config.ts';
-import { type H1Context, headTimeout } from './h1-requests.ts';
+import { openConnection } from './h1-connections.ts';
+import { type H1Context, headTimeout, requestHead } from './h1-requests.ts';
 import { ResponseReader } from './h1-response.ts';
-import { parkWatchConnection, takeWatchConnection } from './pools.ts';
+import { connectionsOf } from './pools.ts';
 
 /** Body bytes held for a consumer that is behind before the socket stops reading. */
 const HIGH_WATER_BYTES = 1024 * 1024;
-/** TCP keepalive, as the pool's agents set it. */
-const KEEPALIVE_MS = 30_000;
 
 /** A watch's 2xx response. */
 export interface H1Watch {
@@ -52,16 +51,16 @@ export async function h1Watch(
   if (signal?.aborted) return undefined;
   const start = performance.now();
   const options = ctx.options('GET', path, auth, { Accept: accept });
-  const head = requestHead(options);
+  const head = requestHead('GET', options);
   const key = ctx.agent.getName(options);
-  const kept = takeWatchConnection(ctx.agent, key);
+  const kept = connectionsOf(ctx.agent).takeIdle(key);
   if (kept) {
     const result = await exchange(ctx, path, kept, true, key, head, signal, timeoutMs, start);
     if (result !== STALE) return result;
   }
   let socket: net.Socket;
   try {
-    socket = connect(options);
+    socket = openConnection(options);
   } catch (err) {
     // TLS options Node refuses (a malformed certificate or key), thrown before any connection.
     ctx.metric('GET', '<error>', start);
@@ -191,7 +190,7 @@ function exchange(
       // The server ended the watch and may keep the connection: the next watch can use it.
       if (reader.reusable) {
         kept = true;
-        parkWatchConnection(ctx.agent, key, socket);
+        connectionsOf(ctx.agent).park(key, socket);
       } else socket.destroy();
     };
     const onError = (err: Error): void => {
@@ -215,61 +214,7 @@ function exchange(
     socket.on('data', onData);
     socket.on('error', onError);
     socket.on('close', onClose);
-    if (!reused) {
-      socket.setNoDelay(true);
-      socket.setKeepAlive(true, KEEPALIVE_MS);
-    }
     socket.write(head, 'latin1');
-  });
-}
-
-/** The request's head: GET, the path, Host and the given headers (credentials included). */
-export function requestHead(options: {
-  hostname?: string | null;
-  port?: number | string | null;
-  protocol?: string | null;
-  path?: string | null;
-  auth?: string | null;
-  headers?: unknown;
-}): string {
-  const path = options.path ?? '/';
-  if (/[^\u0021-\u00ff]/.test(path))
-    throw new TypeError(`the request path ${JSON.stringify(path)} has invalid characters`);
-  const hostname = options.hostname ?? 'localhost';
-  const host = hostname.includes(':') ? `[${hostname}]` : hostname;
-  const defaultPort = options.protocol === 'https:' ? 443 : 80;
-  const port = options.port === undefined || options.port === null ? defaultPort : Number(options.port);
-  let text = `GET ${path} HTTP/1.1\r\nHost: ${port === defaultPort ? host : `${host}:${port}`}\r\n`;
-  const headers = { ...(options.headers as Record<string, string | number | undefined> | undefined) };
-  if (options.auth) headers.Authorization = `Basic ${Buffer.from(options.auth).toString('base64')}`;
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    const v = String(value);
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n\0]/.test(v)) {
-      throw new TypeError(`the request header ${JSON.stringify(name)} has invalid characters`);
-    }
-    text += `${name}: ${v}\r\n`;
-  }
-  return `${text}\r\n`;
-}
-
-/** A new connection to the server the options name, with their TLS identity. */
-function connect(options: ReturnType<H1Context['options']>): net.Socket {
-  const host = options.hostname ?? 'localhost';
-  const port = Number(options.port);
-  if (options.protocol !== 'https:') return net.connect({ host, port });
-  return tls.connect({
-    host,
-    port,
-    // As node:https: the server name is the host unless told otherwise, and never an IP address.
-    servername: options.servername ?? (net.isIP(host) ? undefined : host),
-    ca: options.ca,
-    cert: options.cert,
-    key: options.key,
-    pfx: options.pfx,
-    passphrase: options.passphrase,
-    rejectUnauthorized: options.rejectUnauthorized,
-    ALPNProtocols: ['http/1.1'],
   });
 }
 

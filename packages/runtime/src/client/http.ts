@@ -1,9 +1,9 @@
 /**
  * The transport to the API server: JSON in, JSON or protobuf out, typed errors, over HTTP/1.1 with
- * keep-alive connection pools per configuration (h1-requests.ts, pools.ts) and a connection per watch
- * (h1-watch.ts), or HTTP/2 sessions
- * (h2-requests.ts, h2-sessions.ts); watches as newline-delimited JSON (json-lines.ts) or protobuf frames
- * (protobuf/frames.ts).
+ * keep-alive connection pools per configuration (h1-requests.ts, h1-connections.ts, pools.ts) and a
+ * connection per watch (h1-watch.ts), through a proxy with Node's client (h1-proxy.ts), or over HTTP/2
+ * sessions (h2-requests.ts, h2-sessions.ts); watches as newline-delimited JSON (json-lines.ts) or
+ * protobuf frames (protobuf/frames.ts).
  *
  * A 401 Unauthorized is retried once with fresh credentials when the configuration can refresh them
  * (RestConfig.refreshCredentials: exec plugins run again, token files are re-read) and they changed:
@@ -25,7 +25,8 @@ import {
   StaleConnectionError,
   UnauthorizedError,
 } from './errors.ts';
-import { type H1Context, type H1Failure, type H1Response, h1Open, h1Request } from './h1-requests.ts';
+import { h1Open, h1ProxyRequest } from './h1-proxy.ts';
+import { type H1Context, type H1Failure, type H1Response, h1Request } from './h1-requests.ts';
 import { h1Watch } from './h1-watch.ts';
 import { type H2Context, h2Headers, h2Open, h2Request } from './h2-requests.ts';
 import {
@@ -40,6 +41,7 @@ import {
   type AnyAgent,
   agentFor,
   closeWatches,
+  connectionsOf,
   DEFAULT_POOL,
   dropIdleSockets,
   type InFlight,
@@ -88,9 +90,9 @@ export interface TransportOptions {
   /** Called once per request (never throws into the request). */
   onRequest?: (metric: RequestMetric) => void;
   /**
-   * Connection limit of the pool's agent, used when this is the first transport for the config and
-   * pool. Requests in flight hold one each; watches run on connections of their own (h1-watch.ts).
-   * Defaults to 100.
+   * Connection limit of the pool (per server identity), used when this is the first transport for the
+   * config and pool. Requests in flight hold one each, and wait for one when all are held; watches run on
+   * connections of their own (h1-watch.ts). Defaults to 100.
    */
   maxSockets?: number;
   /**
@@ -241,6 +243,7 @@ export class HttpTransport {
       new DeadConnectionError(`connection to ${this.config.host} closed: the client was closed`),
     );
     dropIdleSockets(this.agent);
+    connectionsOf(this.agent).destroy();
     this.agent.destroy();
     this.h2.close();
   }
@@ -448,7 +451,8 @@ export class HttpTransport {
       }
       // The server does not speak h2: HTTP/1.1 from now on.
     }
-    return h1Request(this.#h1, method, path, auth, extra, body, signal, timeoutMs, start);
+    const send = this.config.proxyAgent === undefined ? h1Request : h1ProxyRequest;
+    return send(this.#h1, method, path, auth, extra, body, signal, timeoutMs, start);
   }
 
   /**

@@ -1,19 +1,20 @@
 /**
- * Connection pools: each configuration has named pools, one keep-alive agent each. 'default' serves
- * every request; a separate pool serves requests that must never wait for a socket behind other
- * requests (leader election's Lease renewals use LEADER_ELECTION_POOL). Watches run on connections of
- * their own (h1-watch.ts; through a proxy, on a socket of the pool), tracked by their pool all the same.
+ * Connection pools: each configuration has named pools. 'default' serves every request; a separate pool
+ * serves requests that must never wait for a connection behind other requests (leader election's Lease
+ * renewals use LEADER_ELECTION_POOL). Each pool has a keep-alive agent: its pool key names a server
+ * identity, and through a proxy it serves the requests. Otherwise HTTP/1.1 requests and watches use the
+ * pool's own connections (connectionsOf, h1-connections.ts); watches hold theirs outside the limit.
  *
  * Dead connections: the transport registers every request and watch in flight (trackInFlight); when one
  * connection of a pool is found dead, presumeDead closes the pool's idle connections and every connection
- * in use that delivers nothing within PROVE_ALIVE_MS. Sockets get TCP keepalive (30 s idle) from the agent.
+ * in use that delivers nothing within PROVE_ALIVE_MS. Connections get TCP keepalive (30 s idle).
  */
 import type * as http from 'node:http';
 import * as https from 'node:https';
-import type { Socket } from 'node:net';
 import { nodeHttp } from '../util/node-http.ts';
 import type { RestConfig } from './config.ts';
 import { DeadConnectionError, type PoolSweep, StaleConnectionError } from './errors.ts';
+import { H1Connections } from './h1-connections.ts';
 
 const DEFAULT_MAX_SOCKETS = 100;
 
@@ -26,79 +27,36 @@ export const LEADER_ELECTION_POOL = 'leader-election';
 export type AnyAgent = http.Agent | https.Agent;
 const agents = new WeakMap<RestConfig, Map<string, AnyAgent>>();
 
+/** The connections of each agent's pool over HTTP/1.1 outside a proxy (h1-connections.ts). */
+const connections = new WeakMap<AnyAgent, H1Connections>();
+
 /**
- * Destroys the pool's idle keep-alive sockets (sockets in use are left alone): after a connection was
- * found dead, the next request opens a fresh one instead of waiting out a timeout on a stale socket.
- * Returns how many it closed.
+ * The HTTP/1.1 connections of `agent`'s pool (requests and watches use them; Node's agent itself only
+ * serves requests through a proxy).
+ */
+export function connectionsOf(agent: AnyAgent): H1Connections {
+  let pool = connections.get(agent);
+  if (!pool) {
+    pool = new H1Connections(agent.maxSockets);
+    connections.set(agent, pool);
+  }
+  return pool;
+}
+
+/**
+ * Destroys the pool's idle keep-alive connections (connections in use are left alone): after a
+ * connection was found dead, the next request opens a fresh one instead of waiting out a timeout on a
+ * stale one. Returns how many it closed.
  */
 export function dropIdleSockets(agent: AnyAgent): number {
-  let n = 0;
+  let n = connections.get(agent)?.dropIdle() ?? 0;
   for (const sockets of Object.values(agent.freeSockets)) {
     for (const socket of sockets ?? []) {
       socket.destroy();
       n++;
     }
   }
-  for (const sockets of idleWatchConnections.get(agent)?.values() ?? []) {
-    for (const socket of [...sockets.keys()]) {
-      socket.destroy();
-      n++;
-    }
-  }
   return n;
-}
-
-/** The most idle watch connections kept per pool and server identity. */
-const MAX_IDLE_WATCH_CONNECTIONS = 32;
-/**
- * Connections of watches the server ended, by pool and pool key (agent.getName), for the next watches;
- * each with the listener that drops it while it is idle.
- */
-const idleWatchConnections = new WeakMap<AnyAgent, Map<string, Map<Socket, () => void>>>();
-
-const IDLE_EVENTS = ['close', 'data', 'error'] as const;
-
-/**
- * Keeps the connection of a watch the server ended (h1-watch.ts) for the next watch of the same pool and
- * server identity: watches end every 25-35 s, and a new TLS connection each time would cost a handshake.
- * Unref'd while idle; dropped when it closes, when anything arrives on it, and by dropIdleSockets.
- */
-export function parkWatchConnection(agent: AnyAgent, key: string, socket: Socket): void {
-  let byKey = idleWatchConnections.get(agent);
-  if (!byKey) {
-    byKey = new Map();
-    idleWatchConnections.set(agent, byKey);
-  }
-  const idle = byKey.get(key) ?? new Map<Socket, () => void>();
-  byKey.set(key, idle);
-  if (idle.size >= MAX_IDLE_WATCH_CONNECTIONS || socket.destroyed) {
-    socket.destroy();
-    return;
-  }
-  // An idle connection has nothing to say: whatever arrives, or an error, ends it.
-  const drop = (): void => {
-    idle.delete(socket);
-    for (const event of IDLE_EVENTS) socket.off(event, drop);
-    socket.destroy();
-  };
-  for (const event of IDLE_EVENTS) socket.on(event, drop);
-  socket.unref();
-  // Flowing (a watch's consumer may have paused it), so that a close or stray bytes are seen.
-  socket.resume();
-  idle.set(socket, drop);
-}
-
-/** An idle watch connection of the pool and server identity, if one is kept (ref'd again), else undefined. */
-export function takeWatchConnection(agent: AnyAgent, key: string): Socket | undefined {
-  const idle = idleWatchConnections.get(agent)?.get(key);
-  for (const [socket, drop] of idle ?? []) {
-    idle?.delete(socket);
-    for (const event of IDLE_EVENTS) socket.off(event, drop);
-    if (socket.destroyed) continue;
-    socket.ref();
-    return socket;
-  }
-  return undefined;
 }
 
 /**

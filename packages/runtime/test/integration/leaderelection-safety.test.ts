@@ -11,6 +11,7 @@ import { Worker } from 'node:worker_threads';
 import { type ControlPlane, start } from '@opkit/controlplane';
 import { ConfigMaps, Namespaces } from '../../src/api/builtin.ts';
 import { createClient, loadConfig, RequestTimeoutError, RestClient } from '../../src/client/index.ts';
+import { connectionsOf } from '../../src/client/pools.ts';
 import { type LeaseObject, LeaseResource } from '../../src/leaderelection/index.ts';
 import { silentLogger } from '../../src/log/index.ts';
 import { createManager } from '../../src/manager/index.ts';
@@ -168,8 +169,7 @@ describe('leader election safety', () => {
           ),
         );
       }
-      const inUse = (): number =>
-        Object.values(shared.transport.agent.sockets).reduce((n, list) => n + (list?.length ?? 0), 0);
+      const inUse = (): number => connectionsOf(shared.transport.agent).inUse();
       // Generous: on a loaded 2-core machine 100 handshakes against a busy API server can take a while.
       await eventually('100 long requests to hold a socket each', () => inUse() === 100, {
         timeoutMs: 180_000,

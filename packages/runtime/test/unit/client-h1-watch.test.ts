@@ -10,8 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ConfigMaps } from '../../src/api/builtin.ts';
+import { requestHead } from '../../src/client/h1-requests.ts';
 import { MAX_HEAD_BYTES, MalformedResponseError, ResponseReader } from '../../src/client/h1-response.ts';
-import { requestHead } from '../../src/client/h1-watch.ts';
 import {
   ConnectionError,
   configFromKubeConfig,
@@ -121,7 +121,7 @@ describe('ResponseReader', () => {
 
 describe('requestHead', () => {
   test('GET, the path, Host (with the port unless the default), headers and basic credentials', () => {
-    const head = requestHead({
+    const head = requestHead('GET', {
       protocol: 'https:',
       hostname: '::1',
       port: 6443,
@@ -134,15 +134,18 @@ describe('requestHead', () => {
       'GET /api/v1/configmaps?watch=1 HTTP/1.1\r\nHost: [::1]:6443\r\nAccept: application/json\r\nUser-Agent: ua\r\n' +
         `Authorization: Basic ${Buffer.from('user:pw').toString('base64')}\r\n\r\n`,
     );
-    assert.match(requestHead({ protocol: 'https:', hostname: 'k', port: 443, path: '/' }), /\r\nHost: k\r\n/);
+    assert.match(
+      requestHead('GET', { protocol: 'https:', hostname: 'k', port: 443, path: '/' }),
+      /\r\nHost: k\r\n/,
+    );
   });
 
   test('refuses a header value or a path that would split the request', () => {
     assert.throws(
-      () => requestHead({ path: '/', headers: { Authorization: 'Bearer x\r\nEvil: 1' } }),
+      () => requestHead('GET', { path: '/', headers: { Authorization: 'Bearer x\r\nEvil: 1' } }),
       TypeError,
     );
-    assert.throws(() => requestHead({ path: '/a b' }), TypeError);
+    assert.throws(() => requestHead('GET', { path: '/a b' }), TypeError);
   });
 });
 

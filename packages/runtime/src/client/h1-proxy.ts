@@ -12,8 +12,8 @@ import { type H1Context, type H1Failure, type H1Response, headTimeout } from './
 import { presumeDead, trackInFlight } from './pools.ts';
 
 /**
- * Sends a request through the proxy and reads its whole response; the metric is recorded when it settles. Throws the abort
- * reason when `signal` aborts.
+ * Sends a request through the proxy and reads its whole response; the metric is recorded when it
+ * settles. Throws the abort reason when `signal` aborts.
  */
 export function h1ProxyRequest(
   ctx: H1Context,

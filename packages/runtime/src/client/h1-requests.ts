@@ -222,7 +222,8 @@ export function requestHead(
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;
     const v = String(value);
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[\r\n\0]/.test(v)) {
+    // As Node's client: a token for the name; in the value tabs, visible ASCII and Latin-1 only.
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || /[^\t\u0020-\u007e\u0080-\u00ff]/.test(v)) {
       throw new TypeError(`the request header ${JSON.stringify(name)} has invalid characters`);
     }
     text += `${name}: ${v}\r\n`;

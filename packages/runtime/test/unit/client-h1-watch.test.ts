@@ -147,6 +147,14 @@ describe('requestHead', () => {
     );
     assert.throws(() => requestHead('GET', { path: '/a b' }), TypeError);
   });
+
+  test('refuses header values Latin-1 cannot carry, and control characters; keeps tabs and Latin-1', () => {
+    for (const bad of ['opkit \u20ac', 'a\u0001b', 'a\u007fb', 'a\u0000b']) {
+      assert.throws(() => requestHead('GET', { path: '/', headers: { 'User-Agent': bad } }), TypeError, bad);
+    }
+    const head = requestHead('GET', { path: '/', headers: { 'User-Agent': 'caf\u00e9\tx' } });
+    assert.match(head, /\r\nUser-Agent: caf\u00e9\tx\r\n/);
+  });
 });
 
 describe('a watch over TLS, on a connection of its own', () => {

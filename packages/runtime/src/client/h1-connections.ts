@@ -54,7 +54,9 @@ export class H1Connections {
   acquire(name: string, open: () => Socket, granted: (g: Granted) => void): () => void {
     const key = this.#key(name);
     if (key.busy.size < this.maxSockets) {
-      granted(this.#grant(key, open));
+      const grant = this.#grant(key, open);
+      if ('error' in grant) this.#prune(name, key);
+      granted(grant);
       return noop;
     }
     const waiter = (g: Granted): void => granted(g);
@@ -62,6 +64,7 @@ export class H1Connections {
     return () => {
       const at = key.waiting.indexOf(waiter);
       if (at !== -1) key.waiting.splice(at, 1);
+      this.#prune(name, key);
     };
   }
 
@@ -90,8 +93,23 @@ export class H1Connections {
     key.busy.delete(socket);
     if (reusable && !socket.destroyed) this.park(name, socket);
     else socket.destroy();
-    const next = key.waiting.shift();
-    if (next) next(this.#grant(key, open));
+    // Until one holds a connection: a grant that failed to open one leaves the slot free.
+    while (key.busy.size < this.maxSockets) {
+      const next = key.waiting.shift();
+      if (!next) break;
+      next(this.#grant(key, open));
+    }
+    this.#prune(name, key);
+  }
+
+  /** Forgets a server identity the pool holds nothing for (an old TLS identity after a rotation). */
+  #prune(name: string, key: Key): void {
+    if (key.idle.length === 0 && key.busy.size === 0 && key.waiting.length === 0) this.#keys.delete(name);
+  }
+
+  /** How many server identities the pool holds connections or requests for. */
+  get identities(): number {
+    return this.#keys.size;
   }
 
   /**
@@ -108,6 +126,7 @@ export class H1Connections {
     const drop = (): void => {
       this.#forget(key, socket);
       socket.destroy();
+      this.#prune(name, key);
     };
     for (const event of IDLE_EVENTS) socket.on(event, drop);
     socket.unref();
@@ -119,7 +138,11 @@ export class H1Connections {
 
   /** An idle connection of `name` (ref'd again), for a watch; undefined if none is kept. */
   takeIdle(name: string): Socket | undefined {
-    return this.#takeIdle(this.#key(name));
+    const key = this.#keys.get(name);
+    if (!key) return undefined;
+    const socket = this.#takeIdle(key);
+    this.#prune(name, key);
+    return socket;
   }
 
   #takeIdle(key: Key): Socket | undefined {
@@ -145,12 +168,13 @@ export class H1Connections {
   /** Destroys every idle connection; returns how many. */
   dropIdle(): number {
     let n = 0;
-    for (const key of this.#keys.values()) {
+    for (const [name, key] of [...this.#keys]) {
       for (const socket of [...key.idle]) {
         this.#forget(key, socket);
         socket.destroy();
         n++;
       }
+      this.#prune(name, key);
     }
     return n;
   }

@@ -8,6 +8,7 @@ import * as net from 'node:net';
 import { afterEach, describe, test } from 'node:test';
 import type { RestConfig } from '../../src/client/config.ts';
 import { ConnectionError, RequestTimeoutError } from '../../src/client/errors.ts';
+import { H1Connections } from '../../src/client/h1-connections.ts';
 import { HttpTransport } from '../../src/client/http.ts';
 import { connectionsOf } from '../../src/client/pools.ts';
 import { eventually } from '../../src/testing/eventually.ts';
@@ -272,5 +273,55 @@ describe('requests over HTTP/1.1 on the pool connections', () => {
     await eventually('the request at the server', () => held.length === 1);
     transport.close();
     await assert.rejects(pending, ConnectionError);
+  });
+});
+
+describe('H1Connections, the pool of connections', () => {
+  /** An unconnected socket stands for a connection: the pool only holds, listens to and destroys it. */
+  const fresh = (): net.Socket => new net.Socket();
+
+  test('a waiting request whose connection failed to open leaves the slot to the next one', () => {
+    const pool = new H1Connections(1);
+    let opened = 0;
+    const open = (): net.Socket => {
+      opened++;
+      if (opened === 2) throw new Error('refused key');
+      return fresh();
+    };
+    const got: string[] = [];
+    let first: net.Socket | undefined;
+    pool.acquire('k', open, (g) => {
+      if ('socket' in g) first = g.socket;
+    });
+    pool.acquire('k', open, (g) => got.push('error' in g ? `error: ${g.error.message}` : 'socket'));
+    pool.acquire('k', open, (g) => got.push('error' in g ? `error: ${g.error.message}` : 'socket'));
+    assert.deepEqual(got, []);
+    pool.release('k', first as net.Socket, false, open);
+    assert.deepEqual(got, ['error: refused key', 'socket']);
+    assert.equal(pool.inUse(), 1);
+    pool.destroy();
+  });
+
+  test('an idle connection is reused first (the most recent), and a server identity left with nothing is forgotten', async () => {
+    const pool = new H1Connections(4);
+    const sockets: net.Socket[] = [];
+    for (let i = 0; i < 2; i++) pool.acquire('old', fresh, (g) => 'socket' in g && sockets.push(g.socket));
+    const [a, b] = sockets as [net.Socket, net.Socket];
+    pool.release('old', a, true, fresh);
+    pool.release('old', b, true, fresh);
+    let reused: net.Socket | undefined;
+    pool.acquire('old', fresh, (g) => {
+      if ('socket' in g && g.reused) reused = g.socket;
+    });
+    assert.equal(reused, b, 'the most recently released');
+    pool.release('old', b, true, fresh);
+    assert.equal(pool.identities, 1);
+    // The server closes both idle connections: nothing is left for that identity.
+    a.destroy();
+    b.destroy();
+    await new Promise((r) => setImmediate(r)); // their 'close' events
+    assert.equal(pool.identities, 0);
+    assert.equal(pool.takeIdle('old'), undefined);
+    assert.equal(pool.identities, 0, 'looking for an idle connection keeps nothing');
   });
 });

@@ -103,9 +103,9 @@ export interface TransportOptions {
   /**
    * 'http2': one HTTP/2 session per API server (and pool) multiplexes every request and watch as streams
    * (h2-sessions.ts); an error if the server does not negotiate h2. 'auto': HTTP/2 when the server
-   * negotiates it (ALPN), else HTTP/1.1. 'http1': a keep-alive socket of the pool per request in flight,
-   * and a connection of its own per watch. Plain-http servers and proxies (proxy-url) always get
-   * HTTP/1.1. Defaults to DEFAULT_TRANSPORT.
+   * negotiates it (ALPN), else HTTP/1.1. 'http1': a keep-alive connection of the pool per request in
+   * flight, and a connection of its own per watch. Plain-http servers and proxies (proxy-url) always
+   * get HTTP/1.1. Defaults to DEFAULT_TRANSPORT.
    */
   transport?: TransportMode;
 }

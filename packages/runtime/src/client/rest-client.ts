@@ -35,7 +35,10 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Request metrics hook, e.g. for rest_client_requests_total{code,method,host}. */
   onRequest?: (metric: RequestMetric) => void;
-  /** Connection limit of the config's shared keep-alive agent; each open watch holds one. Defaults to 100. */
+  /**
+   * Connection limit of the config's shared pool, per server identity: each request in flight holds
+   * one; watches run on connections of their own. Defaults to 100.
+   */
   maxSockets?: number;
   /** The config's connection pool to use (see TransportOptions.connectionPool). Default 'default'. */
   connectionPool?: string;

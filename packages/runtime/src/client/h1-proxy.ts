@@ -7,9 +7,14 @@ import type * as http from 'node:http';
 import { abortReason } from '../util/abort.ts';
 import { type EncodedBody, joinChunks } from './bodies.ts';
 import type { RequestAuth } from './config.ts';
-import { RequestTimeoutError } from './errors.ts';
-import { type H1Context, type H1Failure, type H1Response, headTimeout } from './h1-requests.ts';
-import { presumeDead, trackInFlight } from './pools.ts';
+import {
+  type H1Context,
+  type H1Failure,
+  type H1Response,
+  headTimeout,
+  requestTimeout,
+} from './h1-requests.ts';
+import { trackInFlight } from './pools.ts';
 
 /**
  * Sends a request through the proxy and reads its whole response; the metric is recorded when it
@@ -53,19 +58,17 @@ export function h1ProxyRequest(
       req.destroy();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        const error = new RequestTimeoutError(
-          `${method} ${path} to ${ctx.host} timed out after ${timeoutMs}ms`,
-        );
-        // Sent and no answer in time: it likely sat on a dead pooled socket, and so may the others (a
-        // request still waiting for a free socket of a full pool proves nothing).
-        const sent = req.socket !== null;
+    timer = requestTimeout(
+      ctx,
+      method,
+      path,
+      timeoutMs,
+      () => req.socket !== null,
+      (error) => {
         finish({ error, retryable: false });
         req.destroy();
-        if (sent) presumeDead(ctx.agent, ctx.host, error);
-      }, timeoutMs);
-    }
+      },
+    );
     req.on('error', (err: NodeJS.ErrnoException) => {
       const retryable = req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE');
       finish({ error: ctx.connectionError(method, path, err), retryable });

@@ -136,11 +136,8 @@ export function h1Request(
       else fail(new Error('the connection closed before the response arrived (socket hang up)'), true);
     };
     const onAbort = (): void => finish(abortReason(signal as AbortSignal));
+    // Called once, before this request settles: settling withdraws it from the pool's queue.
     const send = (granted: Granted): void => {
-      if (settled) {
-        if ('socket' in granted) pool.release(name, granted.socket, granted.reused, open);
-        return;
-      }
       if ('error' in granted) {
         fail(granted.error, false);
         return;
@@ -156,28 +153,43 @@ export function h1Request(
       socket.uncork();
     };
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (timeoutMs > 0) {
-      timer = setTimeout(() => {
-        const error = new RequestTimeoutError(
-          `${method} ${path} to ${ctx.host} timed out after ${timeoutMs}ms`,
-        );
-        // Sent and no answer in time: it likely sat on a dead pooled connection, and so may the others (a
-        // request still waiting for a connection of a full pool proves nothing).
-        const sent = socket !== undefined;
-        finish({ error, retryable: false });
-        if (sent) presumeDead(ctx.agent, ctx.host, error);
-      }, timeoutMs);
-    }
+    timer = requestTimeout(
+      ctx,
+      method,
+      path,
+      timeoutMs,
+      () => socket !== undefined,
+      (error) => finish({ error, retryable: false }),
+    );
     let withdraw = (): void => {};
     withdraw = pool.acquire(name, open, send);
   });
 }
 
 /**
- * Bounds the wait for a watch's response head: after `timeoutMs` (none if 0) the metric records an error
- * and `fail` gets a RequestTimeoutError; if the request had been `sent`, the pool checks its other
- * connections (presumeDead).
+ * Bounds a request's wait for its answer: after `timeoutMs` (none if 0) `fail` gets a
+ * RequestTimeoutError. If the request had been `sent`, it likely sat on a dead connection, and so may
+ * the pool's others: the pool checks them (presumeDead). A request still waiting for a connection of a
+ * full pool proves nothing.
  */
+export function requestTimeout(
+  ctx: H1Context,
+  method: string,
+  path: string,
+  timeoutMs: number,
+  sent: () => boolean,
+  fail: (error: RequestTimeoutError) => void,
+): NodeJS.Timeout | undefined {
+  if (timeoutMs <= 0) return undefined;
+  return setTimeout(() => {
+    const error = new RequestTimeoutError(`${method} ${path} to ${ctx.host} timed out after ${timeoutMs}ms`);
+    const wasSent = sent();
+    fail(error);
+    if (wasSent) presumeDead(ctx.agent, ctx.host, error);
+  }, timeoutMs);
+}
+
+/** requestTimeout for a watch's response head; the metric records the error. */
 export function headTimeout(
   ctx: H1Context,
   path: string,
@@ -186,15 +198,10 @@ export function headTimeout(
   sent: () => boolean,
   fail: (error: RequestTimeoutError) => void,
 ): NodeJS.Timeout | undefined {
-  if (timeoutMs <= 0) return undefined;
-  return setTimeout(() => {
+  return requestTimeout(ctx, 'GET', path, timeoutMs, sent, (error) => {
     ctx.metric('GET', '<error>', start);
-    const error = new RequestTimeoutError(`GET ${path} to ${ctx.host} timed out after ${timeoutMs}ms`);
-    // Sent and no answer in time: the pool's other connections may be as dead.
-    const wasSent = sent();
     fail(error);
-    if (wasSent) presumeDead(ctx.agent, ctx.host, error);
-  }, timeoutMs);
+  });
 }
 
 /** The request's head: the method, the path, Host and the given headers (credentials included). */

@@ -120,7 +120,7 @@ export function stripManagedFields<T extends KubeObject>(obj: T): T {
 }
 
 export interface ReflectorOptions<T extends KubeObject>
-  extends Omit<WatcherOptions, 'signal' | 'onError' | 'onBookmark'> {
+  extends Omit<WatcherOptions, 'signal' | 'onError' | 'onBookmark' | 'deepFreeze'> {
   /** Store to fill; default a new one with `indexers`. */
   store?: Store<T>;
   /** Extra indexers for the default store. */
@@ -240,6 +240,9 @@ export class Reflector<T extends KubeObject> {
         watcher(this.client, this.resource, {
           // The default transform drops managedFields: the client need not parse them at all.
           omitManagedFields: this.#jsonData,
+          // Stored as deepFreezeJson(object, this.#strings) makes them: the client may freeze while
+          // decoding (cheaper than the walk afterwards); #prepare freezes what comes unfrozen.
+          ...(this.#jsonData ? { deepFreeze: this.#strings ? { strings: this.#strings } : {} } : {}),
           ...watcherOpts,
           signal,
           onError: (err, ctx) => this.#report(err, ctx),

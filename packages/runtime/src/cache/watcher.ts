@@ -52,6 +52,7 @@ import {
 } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
 import { type Clock, monotonicClock, sleep, type TimerHandle } from '../util/clock.ts';
+import type { StringInterner } from '../util/freeze.ts';
 import { Backoff, type BackoffOptions } from './backoff.ts';
 
 export type WatcherEvent<T extends KubeObject> =
@@ -110,6 +111,11 @@ export interface WatcherOptions {
    * the reflector does when its transform is the default, which drops them anyway. Lists are not cut.
    */
   omitManagedFields?: boolean;
+  /**
+   * Ask the client to deliver watched objects deep-frozen (WatchOptions.deepFreeze); the reflector does
+   * when its transform is the default, which leaves them as delivered. Lists are not frozen.
+   */
+  deepFreeze?: { strings?: StringInterner };
   /** Backoff for retries after errors; a Backoff instance or options for one. */
   backoff?: Backoff | BackoffOptions;
   /** Told about every error the watcher recovers from. Must not throw (if it does, that is ignored). */
@@ -239,10 +245,18 @@ export async function* watcher<T extends KubeObject>(
     return sleep(delayMs, signal, clock);
   };
   const withTypeMeta = (obj: T): T => {
-    if (obj && typeof obj === 'object') {
-      obj.apiVersion ??= resource.apiVersion;
-      obj.kind ??= resource.kind;
+    if (!obj || typeof obj !== 'object' || (obj.apiVersion !== undefined && obj.kind !== undefined))
+      return obj;
+    // Delivered frozen (WatchOptions.deepFreeze): a frozen copy of the top level, its parts shared.
+    if (Object.isFrozen(obj)) {
+      return Object.freeze({
+        ...obj,
+        apiVersion: obj.apiVersion ?? resource.apiVersion,
+        kind: obj.kind ?? resource.kind,
+      });
     }
+    obj.apiVersion ??= resource.apiVersion;
+    obj.kind ??= resource.kind;
     return obj;
   };
 
@@ -333,6 +347,7 @@ export async function* watcher<T extends KubeObject>(
             : { resourceVersion: resourceVersion || undefined, allowWatchBookmarks: true }),
           timeoutSeconds,
           ...(opts.omitManagedFields ? { omitManagedFields: true } : {}),
+          ...(opts.deepFreeze ? { deepFreeze: opts.deepFreeze } : {}),
           signal: ctrl.signal,
         })
         [Symbol.asyncIterator]();

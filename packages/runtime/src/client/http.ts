@@ -12,6 +12,7 @@
 import type * as http from 'node:http';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
+import type { StringInterner } from '../util/freeze.ts';
 import { nodeHttp } from '../util/node-http.ts';
 import { authenticate, reauthenticate } from './auth.ts';
 import { bodyLength, type EncodedBody, encodeBody, parseBody, parseErrorBody } from './bodies.ts';
@@ -140,6 +141,11 @@ export interface StreamOptions extends JsonLinesOptions {
    * decoded to exactly the values the server's JSON has.
    */
   protobuf?: boolean;
+  /**
+   * Deliver protobuf-decoded objects deep-frozen, long strings through `strings` (DecodeOptions'
+   * `deepFreeze`). JSON values come unfrozen: the caller freezes what is not frozen.
+   */
+  deepFreeze?: { strings?: StringInterner };
 }
 
 /** A watch's 2xx response, whatever the protocol. */
@@ -341,7 +347,7 @@ export class HttpTransport {
     opened: Opened,
     signal: AbortSignal,
     conn: InFlight,
-    opts: JsonLinesOptions,
+    opts: StreamOptions,
   ): AsyncGenerator<unknown> {
     let aborted = false;
     const onAbort = (): void => {

@@ -290,6 +290,7 @@ export class RestClient implements Client {
     const path = resourcePath(res, { namespace: opts.namespace }) + buildQuery(watchQuery(opts));
     const stream = this.transport.stream(path, opts.signal, {
       ...(opts.omitManagedFields ? { omitManagedFields: true } : {}),
+      ...(opts.deepFreeze ? { deepFreeze: opts.deepFreeze } : {}),
       ...(this.#protobuf && protobufKnows(res.apiVersion, res.kind) ? { protobuf: true } : {}),
     });
     for await (const raw of stream) {

@@ -1,5 +1,6 @@
 import type { KubeObject, ObjectKey, ObjectList, WatchEvent } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
+import type { StringInterner } from '../util/freeze.ts';
 
 export interface ListOptions {
   namespace?: string;
@@ -61,6 +62,14 @@ export interface WatchOptions {
    * hint, not a guarantee: clients that cannot (fakes) deliver them, so the caller still drops them.
    */
   omitManagedFields?: boolean;
+  /**
+   * The caller freezes the objects anyway (informers store them frozen): the client may deliver them
+   * deep-frozen, long string values (`strings.minLength` or more) passed through `strings`, as
+   * deepFreezeJson(object, strings) would make them. Freezing while decoding saves the walk over each
+   * object that freezing afterwards takes. A hint, like omitManagedFields: objects the client cannot
+   * deliver so (JSON, fakes) come unfrozen, so the caller still freezes what is not frozen.
+   */
+  deepFreeze?: { strings?: StringInterner };
   signal?: AbortSignal;
 }
 

@@ -150,6 +150,57 @@ describe('Reflector: equal long strings of stored objects share one copy', () =>
     );
   });
 
+  it("asks the client for deep-frozen objects through its pool (the decoder's freezing), and stores what comes frozen as it is", async () => {
+    // An empty LIST, then the watch (watchList's initial events: cache-watcher.test.ts).
+    const opened = async (r: Reflector<ConfigMap>, client: ScriptedClient) => {
+      client.queueList(r.resource, { items: [], resourceVersion: '1' });
+      const ac = new AbortController();
+      const running = r.run(ac.signal);
+      const w = await client.nextWatch();
+      const stop = (): Promise<void> => {
+        ac.abort();
+        return running;
+      };
+      return { w, stop };
+    };
+    const client = new ScriptedClient();
+    const errors: unknown[] = [];
+    const r = new Reflector(client, ConfigMaps, { watchList: false, onError: (e) => errors.push(e) });
+    const { w, stop } = await opened(r, client);
+    const strings = w.opts.deepFreeze?.strings;
+    assert.ok(strings, 'the default transform: frozen, through the pool');
+    // What a client that honours the hint delivers: frozen, its long strings through the pool.
+    const delivered = (i: number) =>
+      deepFreezeJson(
+        JSON.parse(texts[i] as string) as ConfigMap & { kind: string; apiVersion: string },
+        strings,
+      );
+    const first = delivered(0);
+    w.push({ type: 'ADDED', object: { ...first, kind: 'ConfigMap', apiVersion: 'v1' } });
+    w.push({ type: 'ADDED', object: delivered(1) });
+    for (let i = 0; i < 50 && r.store.size < 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.deepEqual(errors, []);
+    assert.equal(r.store.size, 2, 'with or without kind and apiVersion');
+    assert.equal(r.stringPoolStats()?.hits, 1, 'the second copy of the script came from the pool');
+    assert.ok(Object.isFrozen(r.store.get('ns/cm-1')?.data));
+    await stop();
+
+    const own = new ScriptedClient();
+    const { w: ownWatch, stop: stopOwn } = await opened(
+      new Reflector(own, ConfigMaps, { transform: (o) => o, watchList: false }),
+      own,
+    );
+    assert.equal(ownWatch.opts.deepFreeze, undefined, 'a transform of your own gets mutable objects');
+    await stopOwn();
+    const secrets = new ScriptedClient();
+    const { w: secretWatch, stop: stopSecrets } = await opened(
+      new Reflector(secrets, Secrets, { watchList: false }) as unknown as Reflector<ConfigMap>,
+      secrets,
+    );
+    assert.deepEqual(secretWatch.opts.deepFreeze, {}, 'Secrets: frozen, not pooled');
+    await stopSecrets();
+  });
+
   it('Secrets are not pooled unless their options ask for it', () => {
     assert.equal(new Reflector(new ScriptedClient(), Secrets).stringPoolStats(), undefined);
     assert.ok(new Reflector(new ScriptedClient(), Secrets, { stringPool: {} }).stringPoolStats());

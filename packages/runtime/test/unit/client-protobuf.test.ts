@@ -17,6 +17,7 @@ import {
   watchEvent,
 } from '../../src/client/protobuf/frames.ts';
 import { goDuration } from '../../src/client/protobuf/runtime.ts';
+import { deepFreezeJson } from '../../src/util/freeze.ts';
 import { startLocalServer } from './local-http.ts';
 
 // ---- a minimal protobuf encoder
@@ -255,6 +256,69 @@ describe('protobuf objects decode as the API server JSON-encodes them', () => {
     };
     assert.deepEqual(out.metadata, { name: 's' });
     assert.deepEqual(out.spec.template.metadata.managedFields, [{ manager: 'kube-controller-manager' }]);
+  });
+
+  test('deepFreeze: what deepFreezeJson makes of the object, frozen while decoding', () => {
+    const long = (c: string) => c.repeat(40);
+    const mf = msg(
+      17,
+      str(1, 'opkit'),
+      str(6, 'FieldsV1'),
+      msg(7, str(1, `{"f:data":{"f:${long('k')}":{}}}`)),
+    );
+    // StatefulSet {metadata {name, labels, managedFields}, spec {template {spec {volumes (inline
+    // sources), containers {command, ports}}}, volumeClaimTemplates (a nested kind)}}
+    const volume = msg(1, str(1, 'scripts'), msg(2, msg(19, msg(1, str(1, long('c'))), int(3, 0o755))));
+    const container = msg(2, str(1, 'db'), str(3, long('x')), str(3, 'run'), msg(6, int(3, 5432)));
+    const sts = buf(
+      msg(1, str(1, 's'), entry(11, 'app', str(2, long('l'))), mf),
+      msg(2, int(1, 3), msg(3, msg(2, volume, container)), msg(4, msg(1, str(1, 'data')))),
+    );
+    const cm = buf(
+      msg(1, str(1, 'c')),
+      entry(2, 'script', str(2, long('s'))),
+      entry(2, long('key'), str(2, 'v')), // keys are not interned, as deepFreezeJson does not
+      entry(3, 'blob', bytes(2, [...Buffer.from(long('b'))])),
+    );
+    const interned: string[] = [];
+    const strings = {
+      minLength: 30,
+      intern: (s: string) => {
+        interned.push(s);
+        return s;
+      },
+    };
+    for (const [apiVersion, kind, bytesOf] of [
+      ['apps/v1', 'StatefulSet', sts],
+      ['v1', 'ConfigMap', cm],
+    ] as const) {
+      const plain = decoder.object(apiVersion, kind, bytesOf);
+      assert.equal(Object.isFrozen(plain), false);
+      interned.length = 0;
+      deepFreezeJson(plain, strings);
+      const walked = [...interned].sort();
+      interned.length = 0;
+      const frozen = decoder.object(apiVersion, kind, bytesOf, 0, bytesOf.length, {
+        deepFreeze: { strings },
+      });
+      assert.equal(JSON.stringify(frozen), JSON.stringify(plain));
+      assert.deepEqual([...interned].sort(), walked, 'the same strings go through the interner');
+      const thawed: string[] = [];
+      (function visit(value: unknown, path: string): void {
+        if (typeof value !== 'object' || value === null) return;
+        if (!Object.isFrozen(value)) thawed.push(path);
+        for (const [k, v] of Object.entries(value)) visit(v, `${path}.${k}`);
+      })(frozen, kind);
+      assert.deepEqual(thawed, [], 'every object and array is frozen');
+    }
+    assert.ok(interned.length > 0);
+    // The setting lasts one decode, also one that throws.
+    assert.throws(
+      () => decoder.object('v1', 'ConfigMap', buf(str(77, 'x')), 0, 3, { deepFreeze: {} }),
+      ProtobufSchemaError,
+    );
+    const after = decoder.object('apps/v1', 'StatefulSet', sts);
+    assert.equal(Object.isFrozen(after) || Object.isFrozen(after.metadata), false);
   });
 
   test('bytes the schema cannot account for throw ProtobufSchemaError, naming the message', () => {

@@ -7,17 +7,23 @@
  *
  * The rules (Go's JSON encoder over the decoded Go struct) are those of decode.ts's description.
  */
+import type { StringInterner } from '../../util/freeze.ts';
 import { ProtobufSchemaError } from './errors.ts';
 import { Runtime } from './runtime.ts';
 import { FieldFlag, type ProtobufSchema, type SchemaField } from './schema-types.ts';
 
-/** Decodes buf[start, end) as a message into a new object (`into`: into that object instead). */
+/**
+ * Decodes buf[start, end) as a message into a new object (`into`: into that object instead). While the
+ * runtime's `freeze` is on, the object is frozen once filled, and so are its arrays and maps, unless
+ * `inline`: `into` is then the enclosing message's object (an embedded struct), which its decoder freezes.
+ */
 export type MessageDecoder = (
   buf: Buffer,
   start: number,
   end: number,
   omitManagedFields: boolean,
   into?: Record<string, unknown>,
+  inline?: boolean,
 ) => Record<string, unknown>;
 
 /**
@@ -49,6 +55,25 @@ export class MessageDecoders {
   /** The decoders not compiled yet. */
   readonly #lazy = new WeakSet<MessageDecoder>();
 
+  /**
+   * Runs `decode` with the decoders delivering deep-frozen objects, long string values (`strings.minLength`
+   * or more) passed through `strings`: what deepFreezeJson(value, strings) would make of the result,
+   * without walking it again.
+   */
+  frozen<R>(strings: StringInterner | undefined, decode: () => R): R {
+    const rt = this.#rt;
+    const freeze = rt.freeze;
+    const before = rt.strings;
+    rt.freeze = true;
+    rt.strings = strings;
+    try {
+      return decode();
+    } finally {
+      rt.freeze = freeze;
+      rt.strings = before;
+    }
+  }
+
   get(name: string): MessageDecoder {
     const known = this.#rt.decoders.get(name);
     if (known) return known;
@@ -56,14 +81,14 @@ export class MessageDecoders {
     if (!fields) throw new ProtobufSchemaError(`no protobuf layout for message ${name}`);
     // Registered before it is compiled: messages refer to themselves and each other.
     let compiled: MessageDecoder | undefined;
-    const lazy: MessageDecoder = (buf, start, end, omit, into) => {
+    const lazy: MessageDecoder = (buf, start, end, omit, into, inline) => {
       if (!compiled) {
         compiled = this.#compile(name, fields);
         this.#rt.decoders.set(name, compiled);
         for (const [deps, i] of this.#uses.get(name) ?? []) deps[i] = compiled;
         this.#uses.delete(name);
       }
-      return compiled(buf, start, end, omit, into);
+      return compiled(buf, start, end, omit, into, inline);
     };
     this.#rt.decoders.set(name, lazy);
     this.#lazy.add(lazy);
@@ -120,7 +145,7 @@ export class MessageDecoders {
           `if (to > end) rt.truncated(${JSON.stringify(name)});`,
           `let k = '', val;`,
           `while (q < to) { const t = buf[q++];`,
-          `  if (t === 0x0a) { const kl = rt.varint(buf, q); k = rt.string(buf, rt.pos, rt.pos + kl); q = rt.pos + kl; }`,
+          `  if (t === 0x0a) { const kl = rt.varint(buf, q); k = rt.key(buf, rt.pos, rt.pos + kl); q = rt.pos + kl; }`,
           `  else if (t === ${valueTag(type, 2)}) { ${readInto('val', type, 'q', { ...ctx, limit: 'to' })} }`,
           `  else q = rt.skip(buf, q, t & 7, to); }`,
           `if (q !== to) rt.truncated(${JSON.stringify(name)});`,
@@ -166,18 +191,24 @@ export class MessageDecoders {
       const managed = name === 'meta.v1.ObjectMeta' && fieldName === 'managedFields';
       if (inline) {
         lines.push(
-          `if (${v} === undefined) ${dep(type)}(buf, 0, 0, omit, o); else ${dep(type)}(buf, ${v}[0], ${v}[1], omit, o);`,
+          `if (${v} === undefined) ${dep(type)}(buf, 0, 0, omit, o, true); else ${dep(type)}(buf, ${v}[0], ${v}[1], omit, o, true);`,
         );
         return;
       }
       if (managed) {
         // null: skipped (omitManagedFields)
         lines.push(
-          `if (${v} !== null) { if (${v} !== undefined) ${key} = ${v};${omitEmpty ? '' : ` else ${key} = null;`} }`,
+          `if (${v} !== null) { if (${v} !== undefined) ${key} = rt.done(${v});${omitEmpty ? '' : ` else ${key} = null;`} }`,
         );
         return;
       }
-      if (pointer || slice || isMap) {
+      if (slice || isMap) {
+        lines.push(
+          `if (${v} !== undefined) ${key} = rt.done(${v});${omitEmpty ? '' : ` else ${key} = null;`}`,
+        );
+        return;
+      }
+      if (pointer) {
         lines.push(`if (${v} !== undefined) ${key} = ${v};${omitEmpty ? '' : ` else ${key} = null;`}`);
         return;
       }
@@ -194,7 +225,7 @@ export class MessageDecoders {
       }
       lines.push(`${key} = ${v} === undefined ? ${zeroExpr(type, dep)} : ${v};`);
     });
-    lines.push('return o;');
+    lines.push('if (rt.freeze && inline !== true) Object.freeze(o);', 'return o;');
     const body = lines.join('\n');
     let factory: (rt: Runtime, d: MessageDecoder[]) => MessageDecoder;
     try {
@@ -205,7 +236,7 @@ export class MessageDecoders {
       factory = new Function(
         'rt',
         'd',
-        `function O() {}\nO.prototype = Object.prototype;\nreturn function decode(buf, start, end, omit, into) {\n${body}\n};`,
+        `function O() {}\nO.prototype = Object.prototype;\nreturn function decode(buf, start, end, omit, into, inline) {\n${body}\n};`,
       ) as (rt: Runtime, d: MessageDecoder[]) => MessageDecoder;
     } catch (err) {
       // node --disallow-code-generation-from-strings: the client goes back to JSON.
@@ -254,7 +285,7 @@ function valueExpr(type: string, from: string, to: string, ctx: ReadContext): st
     case 'string':
       return `rt.string(buf, ${from}, ${to})`;
     case 'bytes':
-      return `buf.base64Slice(${from}, ${to})`;
+      return `rt.pooled(buf.base64Slice(${from}, ${to}))`;
     case 'time':
       return `rt.time(buf, ${from}, ${to}, false)`;
     case 'microtime':

@@ -11,6 +11,7 @@
  *
  * A field number the schema does not know (a server newer than the schema) throws ProtobufSchemaError.
  */
+import type { StringInterner } from '../../util/freeze.ts';
 import { type MessageDecoder, MessageDecoders } from './compile.ts';
 import { ProtobufSchemaError } from './errors.ts';
 import { SCHEMA } from './schema.generated.ts';
@@ -21,6 +22,11 @@ export { ProtobufSchemaError };
 export interface DecodeOptions {
   /** Leave `metadata.managedFields` out (informers drop them anyway): skipped without being decoded. */
   omitManagedFields?: boolean;
+  /**
+   * Deliver each object deep-frozen, each of its parts frozen as soon as it is decoded: the result of
+   * deepFreezeJson(object, strings), without the walk over the object that freezing afterwards takes.
+   */
+  deepFreeze?: { strings?: StringInterner };
 }
 
 /** Whether the built-in schema has this kind ("apps/v1", "StatefulSet"). */
@@ -48,7 +54,13 @@ export class ProtobufDecoder {
     opts: DecodeOptions = {},
   ): Record<string, unknown> {
     const decode = this.#kind(apiVersion, kind);
-    return decode(buf, start, end, opts.omitManagedFields ?? false, { kind, apiVersion });
+    const omit = opts.omitManagedFields ?? false;
+    if (opts.deepFreeze) {
+      return this.#decoders.frozen(opts.deepFreeze.strings, () =>
+        decode(buf, start, end, omit, { kind, apiVersion }),
+      );
+    }
+    return decode(buf, start, end, omit, { kind, apiVersion });
   }
 
   /** A `<Kind>List`'s bytes: its items (without apiVersion and kind, as in JSON lists) and its metadata. */
@@ -64,9 +76,12 @@ export class ProtobufDecoder {
     const omit = opts.omitManagedFields ?? false;
     const items: Record<string, unknown>[] = [];
     let meta: [number, number] = [0, 0];
+    const frozen = opts.deepFreeze;
     eachField(buf, start, end, `${kind}List`, (field, from, to) => {
       if (field === 1) meta = [from, to];
-      else if (field === 2) items.push(decode(buf, from, to, omit));
+      else if (field === 2 && frozen) {
+        items.push(this.#decoders.frozen(frozen.strings, () => decode(buf, from, to, omit)));
+      } else if (field === 2) items.push(decode(buf, from, to, omit));
     });
     const metadata = this.#decoders.get('meta.v1.ListMeta')(buf, meta[0], meta[1], omit);
     return { metadata, items };

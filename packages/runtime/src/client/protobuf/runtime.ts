@@ -1,5 +1,6 @@
 /** What the generated decoders (compile.ts) call: varints, times, quantities, int-or-strings, errors. */
 
+import { deepFreezeJson, type StringInterner } from '../../util/freeze.ts';
 import type { MessageDecoder } from './compile.ts';
 import { ProtobufSchemaError } from './errors.ts';
 
@@ -21,6 +22,13 @@ const SLOTS = 8192; // a power of two
 
 export class Runtime {
   pos = 0;
+  /**
+   * While a decode that delivers its objects deep-frozen runs (ProtobufDecoder's `deepFreeze`): each
+   * decoder freezes the objects and arrays it makes once it has filled them, as deepFreezeJson would.
+   */
+  freeze = false;
+  /** Meanwhile, the interner long string values go through (deepFreezeJson's `strings`). */
+  strings: StringInterner | undefined = undefined;
   /** Recent short strings by a hash of their bytes: one instance per distinct value. */
   readonly #short: (string | undefined)[] = new Array(SLOTS);
   readonly #times = new Map<number, string>();
@@ -66,12 +74,22 @@ export class Runtime {
     throw new ProtobufSchemaError('malformed varint');
   }
 
-  /**
-   * The UTF-8 string at buf[from, to). Short ASCII strings (names, label keys and values, enum values
-   * such as "TCP") repeat across objects: they come from a small table, one instance per value, as
-   * JSON.parse shares its short values (V8 internalizes them); a miss or a collision just makes a new one.
-   */
+  /** A string value at buf[from, to): `key`'s, or the interner's copy (`strings`) when long enough. */
   string(buf: Buffer, from: number, to: number): string {
+    // A string has no more characters than bytes: shorter byte ranges cannot reach minLength.
+    if (this.strings !== undefined && to - from >= this.strings.minLength) {
+      return this.pooled((buf as Buffer & Slicing).utf8Slice(from, to));
+    }
+    return this.key(buf, from, to);
+  }
+
+  /**
+   * The UTF-8 string at buf[from, to), never through the interner (map keys: deepFreezeJson pools values
+   * only). Short ASCII strings (names, label keys and values, enum values such as "TCP") repeat across
+   * objects: they come from a small table, one instance per value, as JSON.parse shares its short values
+   * (V8 internalizes them); a miss or a collision just makes a new one.
+   */
+  key(buf: Buffer, from: number, to: number): string {
     const len = to - from;
     const slicing = buf as Buffer & Slicing;
     if (len > SHORT || len === 0) return len === 0 ? '' : slicing.utf8Slice(from, to);
@@ -96,6 +114,17 @@ export class Runtime {
     const made = slicing.latin1Slice(from, to); // ASCII: the same characters
     this.#short[slot] = made;
     return made;
+  }
+
+  /** `s`, or the interner's equal copy when there is one and `s` is long enough (deepFreezeJson's rule). */
+  pooled(s: string): string {
+    const strings = this.strings;
+    return strings !== undefined && s.length >= strings.minLength ? strings.intern(s) : s;
+  }
+
+  /** A decoded slice or map, frozen when the decode delivers frozen objects. */
+  done<T extends object>(value: T): T {
+    return this.freeze ? Object.freeze(value) : value;
   }
 
   /** A signed int32/int64 (negative values are 10-byte two's complement varints). */
@@ -197,7 +226,9 @@ export class Runtime {
 
   json(buf: Buffer, from: number, to: number): unknown {
     const r = this.first(buf, from, to);
-    return r ? JSON.parse(buf.toString('utf8', r[0], r[1])) : null;
+    if (!r) return null;
+    const value: unknown = JSON.parse(buf.toString('utf8', r[0], r[1]));
+    return this.freeze ? deepFreezeJson(value, this.strings) : value;
   }
 
   /** intstr.IntOrString {type = 1 (0 int, 1 string), intVal = 2, strVal = 3}. */

@@ -4,9 +4,10 @@
  * Every watch event is parsed on its own, so N cached objects that carry the same text hold N copies of
  * it: the Database operator's ConfigMaps carry the engine's scripts, the same for every Database of an
  * engine (36 KB of strings of 1 KiB or more for PostgreSQL, 5 KB for MySQL; ~20 MB at 1000 Databases,
- * half of each). A reflector passes each long string it stores through its pool (see `deepFreezeJson`),
- * which hands back the copy it already holds; the new copy is garbage while still young, before a garbage
- * collection would have to copy it into the old generation.
+ * half of each). A reflector passes each long string it stores through its pool (see `deepFreezeJson`;
+ * over protobuf the decoder does as it reads them, WatchOptions.deepFreeze), which hands back the copy it
+ * already holds; the new copy is garbage while still young, before a garbage collection would have to copy
+ * it into the old generation.
  *
  * Nothing observable changes: the stored values are equal strings, and stored objects are frozen anyway.
  *

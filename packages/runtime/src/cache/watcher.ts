@@ -52,7 +52,7 @@ import {
 } from '../client/errors.ts';
 import type { Client } from '../client/types.ts';
 import { type Clock, monotonicClock, sleep, type TimerHandle } from '../util/clock.ts';
-import type { StringInterner } from '../util/freeze.ts';
+import type { DeepFreezeOptions } from '../util/freeze.ts';
 import { Backoff, type BackoffOptions } from './backoff.ts';
 
 export type WatcherEvent<T extends KubeObject> =
@@ -115,7 +115,7 @@ export interface WatcherOptions {
    * Ask the client to deliver watched objects deep-frozen (WatchOptions.deepFreeze); the reflector does
    * when its transform is the default, which leaves them as delivered. Lists are not frozen.
    */
-  deepFreeze?: { strings?: StringInterner };
+  deepFreeze?: DeepFreezeOptions;
   /** Backoff for retries after errors; a Backoff instance or options for one. */
   backoff?: Backoff | BackoffOptions;
   /** Told about every error the watcher recovers from. Must not throw (if it does, that is ignored). */

@@ -12,7 +12,7 @@
 import type * as http from 'node:http';
 import * as https from 'node:https';
 import { abortReason } from '../util/abort.ts';
-import type { StringInterner } from '../util/freeze.ts';
+import type { DeepFreezeOptions } from '../util/freeze.ts';
 import { nodeHttp } from '../util/node-http.ts';
 import { authenticate, reauthenticate } from './auth.ts';
 import { bodyLength, type EncodedBody, encodeBody, parseBody, parseErrorBody } from './bodies.ts';
@@ -145,7 +145,7 @@ export interface StreamOptions extends JsonLinesOptions {
    * Deliver protobuf-decoded objects deep-frozen, long strings through `strings` (DecodeOptions'
    * `deepFreeze`). JSON values come unfrozen: the caller freezes what is not frozen.
    */
-  deepFreeze?: { strings?: StringInterner };
+  deepFreeze?: DeepFreezeOptions;
 }
 
 /** A watch's 2xx response, whatever the protocol. */

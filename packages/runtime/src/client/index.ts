@@ -1,4 +1,5 @@
 /** @opkit/runtime client: configuration loading, the HTTP transport and the API client. */
+export type { DeepFreezeOptions, StringInterner } from '../util/freeze.ts';
 export {
   ConfigError,
   configFromKubeConfig,

@@ -1,6 +1,6 @@
 import type { KubeObject, ObjectKey, ObjectList, WatchEvent } from '../api/object.ts';
 import type { Resource } from '../api/resource.ts';
-import type { StringInterner } from '../util/freeze.ts';
+import type { DeepFreezeOptions } from '../util/freeze.ts';
 
 export interface ListOptions {
   namespace?: string;
@@ -69,7 +69,7 @@ export interface WatchOptions {
    * object that freezing afterwards takes. A hint, like omitManagedFields: objects the client cannot
    * deliver so (JSON, fakes) come unfrozen, so the caller still freezes what is not frozen.
    */
-  deepFreeze?: { strings?: StringInterner };
+  deepFreeze?: DeepFreezeOptions;
   signal?: AbortSignal;
 }
 

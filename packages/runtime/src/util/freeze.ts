@@ -26,6 +26,12 @@ export interface StringInterner {
   intern(s: string): string;
 }
 
+/** Objects delivered deep-frozen, as deepFreezeJson(value, strings) makes them (WatchOptions.deepFreeze). */
+export interface DeepFreezeOptions {
+  /** Long string values go through it (deepFreezeJson's `strings`). */
+  strings?: StringInterner;
+}
+
 /**
  * {@link deepFreeze} for JSON data (what JSON.parse returns, and what keeps that shape: plain objects, arrays,
  * primitives), with the same result for such values, several times faster: it walks array indices and

@@ -11,7 +11,7 @@
  *
  * A field number the schema does not know (a server newer than the schema) throws ProtobufSchemaError.
  */
-import type { StringInterner } from '../../util/freeze.ts';
+import type { DeepFreezeOptions } from '../../util/freeze.ts';
 import { type MessageDecoder, MessageDecoders } from './compile.ts';
 import { ProtobufSchemaError } from './errors.ts';
 import { SCHEMA } from './schema.generated.ts';
@@ -26,7 +26,7 @@ export interface DecodeOptions {
    * Deliver each object deep-frozen, each of its parts frozen as soon as it is decoded: the result of
    * deepFreezeJson(object, strings), without the walk over the object that freezing afterwards takes.
    */
-  deepFreeze?: { strings?: StringInterner };
+  deepFreeze?: DeepFreezeOptions;
 }
 
 /** Whether the built-in schema has this kind ("apps/v1", "StatefulSet"). */

@@ -53,6 +53,7 @@ import {
 import type { Client } from '../client/types.ts';
 import { type Clock, monotonicClock, sleep, type TimerHandle } from '../util/clock.ts';
 import type { DeepFreezeOptions } from '../util/freeze.ts';
+import { withTypeMeta } from '../util/type-meta.ts';
 import { Backoff, type BackoffOptions } from './backoff.ts';
 
 export type WatcherEvent<T extends KubeObject> =
@@ -244,17 +245,10 @@ export async function* watcher<T extends KubeObject>(
     report(err, { phase, resourceVersion: resourceVersion ?? '', action: 'backoff', delayMs });
     return sleep(delayMs, signal, clock);
   };
-  const withTypeMeta = (obj: T): T => {
-    if (!obj || typeof obj !== 'object' || (obj.apiVersion !== undefined && obj.kind !== undefined))
-      return obj;
-    // Delivered frozen (WatchOptions.deepFreeze): a frozen copy of the top level, its parts shared.
-    if (Object.isFrozen(obj)) {
-      return Object.freeze({
-        ...obj,
-        apiVersion: obj.apiVersion ?? resource.apiVersion,
-        kind: obj.kind ?? resource.kind,
-      });
-    }
+  /** Frozen objects (WatchOptions.deepFreeze) get withTypeMeta's copy; list items are filled in place. */
+  const typed = (obj: T): T => {
+    if (!obj || typeof obj !== 'object') return obj;
+    if (Object.isFrozen(obj)) return withTypeMeta(resource, obj);
     obj.apiVersion ??= resource.apiVersion;
     obj.kind ??= resource.kind;
     return obj;
@@ -295,7 +289,7 @@ export async function* watcher<T extends KubeObject>(
           }
           for (const item of page.items ?? []) {
             if (signal.aborted) return;
-            yield { type: 'initApply', object: withTypeMeta(item) };
+            yield { type: 'initApply', object: typed(item) };
           }
           token = paginate ? page.metadata?.continue || undefined : undefined;
           if (!token) break;
@@ -377,7 +371,7 @@ export async function* watcher<T extends KubeObject>(
             yield { type: 'init' };
           }
           if (type === 'ADDED') {
-            yield { type: 'initApply', object: withTypeMeta(ev.object) };
+            yield { type: 'initApply', object: typed(ev.object) };
           } else if (type === 'BOOKMARK') {
             const md = ev.object?.metadata;
             if (md?.annotations?.[INITIAL_EVENTS_END] !== 'true') continue;
@@ -405,7 +399,7 @@ export async function* watcher<T extends KubeObject>(
         }
         if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') continue;
         // Malformed objects (even null) are passed on: the consumer skips and reports them.
-        const object = withTypeMeta(ev.object);
+        const object = typed(ev.object);
         advance((object as Partial<KubeObject> | null)?.metadata?.resourceVersion);
         yield { type: type === 'DELETED' ? 'delete' : 'apply', object };
         if (signal.aborted) break;

@@ -187,6 +187,53 @@ describe('PostgreSQL on real pods', { timeout: 1_200_000, skip: needsRoot }, () 
     assert.match(wide.stdout, new RegExp(`^${NAME}\\s.*Running.*Asynchronous\\s+3/3 replicas ready`, 'm'));
   });
 
+  test('a drain may evict one Ready replica, never the primary (dry-run evictions against the budgets)', async () => {
+    /** POST .../pods/<pod>/eviction?dryRun=All: the API server checks the budget, evicts nothing. */
+    const evict = (pod: string) =>
+      kubectl(['create', '--raw', `/api/v1/namespaces/${NS}/pods/${pod}/eviction?dryRun=All`, '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'policy/v1',
+          kind: 'Eviction',
+          metadata: { name: pod, namespace: NS },
+        }),
+      });
+    // The disruption controller (kube-controller-manager) computes each budget's status from the pods.
+    const replica = await eventually(
+      `a dry-run eviction of ${NAME}-1 allowed`,
+      async () => {
+        const r = evict(`${NAME}-1`);
+        return r.code === 0 ? r : undefined;
+      },
+      60_000,
+      1000,
+    ).catch((err: Error) => {
+      throw new Error(
+        `${err.message}: ${evict(`${NAME}-1`).out}\n${kubectl(['get', 'pdb', '-n', NS, '-o', 'yaml']).out}`,
+      );
+    });
+    assert.equal(replica.code, 0, replica.out);
+    const primary = evict(`${NAME}-0`);
+    assert.notEqual(primary.code, 0, 'the primary is never evicted');
+    assert.match(primary.out, /disruption budget/, primary.out);
+    const budgets = JSON.parse(kubectl(['get', 'pdb', '-n', NS, '-o', 'json']).stdout) as {
+      items: {
+        metadata: { name: string };
+        status?: { disruptionsAllowed?: number; expectedPods?: number };
+      }[];
+    };
+    const status = Object.fromEntries(budgets.items.map((b) => [b.metadata.name, b.status]));
+    assert.deepEqual(
+      [status[NAME]?.disruptionsAllowed, status[NAME]?.expectedPods],
+      [1, 2],
+      'the replicas: one of two may go',
+    );
+    assert.deepEqual(
+      [status[`${NAME}-primary`]?.disruptionsAllowed, status[`${NAME}-primary`]?.expectedPods],
+      [0, 1],
+    );
+    // Nothing was evicted: every pod still Ready.
+    assert.equal((await getDb(cluster.client, NS, NAME)).status?.readyReplicas, 3);
+  });
   test("pod 0's PVC and pod deleted: it comes back as a replica cloned from the current primary", async () => {
     // A switchover to pg-1 (the annotation the operator consumes), then pg-0 loses its volume.
     const before = await getDb(cluster.client, NS, NAME);

@@ -54,28 +54,38 @@ for (const engine of ['postgres', 'mysql'] as const) {
       assert.equal(s?.spec?.type, 'NodePort');
     });
 
-    test('PDB only when replicas > 1: maxUnavailable 1, unhealthy pods always evictable', () => {
+    test('PDB only when replicas > 1: a Ready replica may be evicted, the primary never; unhealthy pods always', () => {
       assert.equal(podDisruptionBudget(database(engine)), undefined);
       const pdb = podDisruptionBudget(database(engine, { replicas: 3 }));
       assert.equal(pdb?.apiVersion, 'policy/v1');
       assert.equal(pdb?.metadata.name, 'orders');
-      assert.equal(pdb?.spec?.maxUnavailable, 1);
-      assert.equal(pdb?.spec?.minAvailable, undefined);
       assert.equal(pdb?.spec?.unhealthyPodEvictionPolicy, 'AlwaysAllow');
       if (engine === 'mysql') {
+        // Over all pods, so the disruption controller's expected count (the StatefulSet's scale) is the
+        // pods matched: one down at a time. A minAvailable left from before is removed (null).
+        assert.equal(pdb?.spec?.maxUnavailable, 1);
+        assert.equal(pdb?.spec?.minAvailable, null);
         assert.deepEqual(pdb?.spec?.selector?.matchLabels, selectorLabels(database(engine)));
         assert.equal(primaryDisruptionBudget(database(engine, { replicas: 3 })), undefined);
         return;
       }
-      // postgres: the replicas' budget, and the primary's with maxUnavailable 0 (it moves by switchover).
+      // postgres: the replicas' budget. Over a subset of the StatefulSet's pods, maxUnavailable would
+      // count the scale (3) as expected and allow no eviction of a Ready replica at all: minAvailable,
+      // all replicas but one, and a maxUnavailable left from before removed (null).
       assert.deepEqual(pdb?.spec?.selector?.matchLabels, {
         ...selectorLabels(database(engine)),
         [LABEL_ROLE]: 'replica',
       });
+      assert.equal(pdb?.spec?.minAvailable, 1);
+      assert.equal(pdb?.spec?.maxUnavailable, null);
+      assert.equal(podDisruptionBudget(database(engine, { replicas: 2 }))?.spec?.minAvailable, 0);
+      assert.equal(podDisruptionBudget(database(engine, { replicas: 5 }))?.spec?.minAvailable, 3);
+      // The primary's: it moves by switchover, never by eviction.
       assert.equal(primaryDisruptionBudget(database(engine)), undefined);
       const primary = primaryDisruptionBudget(database(engine, { replicas: 3 }));
       assert.equal(primary?.metadata.name, 'orders-primary');
-      assert.equal(primary?.spec?.maxUnavailable, 0);
+      assert.equal(primary?.spec?.minAvailable, 1);
+      assert.equal(primary?.spec?.maxUnavailable, null);
       assert.equal(primary?.spec?.unhealthyPodEvictionPolicy, 'AlwaysAllow');
       assert.deepEqual(primary?.spec?.selector?.matchLabels, {
         ...selectorLabels(database(engine)),

@@ -423,6 +423,25 @@ describe('protobuf envelopes and watch frames', () => {
     frames.write(stream.subarray(0, 10));
     assert.equal(frames.partial, true);
   });
+
+  test('a chunk that completes a frame is copied no further than that frame: the frames after it are views of the chunk', () => {
+    const stream = Buffer.concat([frame('ADDED', cm('a')), frame('ADDED', cm('b')), frame('ADDED', cm('c'))]);
+    const first = frame('ADDED', cm('a')).length;
+    const frames = new FrameDecoder();
+    assert.deepEqual(frames.write(stream.subarray(0, first - 5)), []);
+    // A chunk in an ArrayBuffer of its own (Buffer.from would take a small one from the shared pool).
+    const chunk = new Uint8Array(stream.subarray(first - 5));
+    const out = frames.write(chunk);
+    assert.equal(out.length, 3);
+    assert.notEqual(out[0]?.buffer, chunk.buffer, 'the frame that spans two chunks is joined');
+    assert.equal(out[1]?.buffer, chunk.buffer, 'the next frame is read in place');
+    assert.equal(out[2]?.buffer, chunk.buffer);
+    assert.deepEqual(
+      out.map((f) => (watchEvent(decoder, f, {}).object.metadata as { name: string }).name),
+      ['a', 'b', 'c'],
+    );
+    assert.equal(frames.partial, false);
+  });
 });
 
 describe('the client over protobuf', () => {

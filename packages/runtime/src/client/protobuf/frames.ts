@@ -74,22 +74,29 @@ export class FrameDecoder {
   /** The byte length the pending frame needs (header included), once its header is in. */
   #need = 0;
 
-  /** Feeds one chunk; returns the frames it completed (each a Buffer, possibly a view of the chunk). */
+  /**
+   * Feeds one chunk; returns the frames it completed (each a Buffer, possibly a view of the chunk). Only
+   * a frame that spans chunks is copied, once all of it is in: the frames after it in the chunk are read
+   * in place.
+   */
   write(chunk: Uint8Array): Buffer[] {
-    let buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+    const buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+    const frames: Buffer[] = [];
+    let p = 0;
     if (this.#pendingBytes > 0) {
-      // A frame arriving in many chunks is joined once, when all of it is in.
-      this.#pending.push(buf);
-      this.#pendingBytes += buf.length;
-      if (this.#need === 0 && this.#pendingBytes >= 4) this.#need = 4 + this.#header();
-      if (this.#need === 0 || this.#pendingBytes < this.#need) return [];
-      buf = Buffer.concat(this.#pending, this.#pendingBytes);
+      if (this.#need === 0) {
+        // The header itself spans chunks.
+        p = this.#take(buf, 0, 4 - this.#pendingBytes);
+        if (this.#pendingBytes < 4) return frames;
+        this.#need = 4 + this.#header();
+      }
+      p = this.#take(buf, p, this.#need - this.#pendingBytes);
+      if (this.#pendingBytes < this.#need) return frames;
+      frames.push(Buffer.concat(this.#pending, this.#pendingBytes).subarray(4));
       this.#pending = [];
       this.#pendingBytes = 0;
       this.#need = 0;
     }
-    const frames: Buffer[] = [];
-    let p = 0;
     while (buf.length - p >= 4) {
       const len = frameLength(buf, p);
       if (buf.length - p - 4 < len) break;
@@ -105,6 +112,16 @@ export class FrameDecoder {
       this.#need = rest.length >= 4 ? 4 + frameLength(rest, 0) : 0;
     }
     return frames;
+  }
+
+  /** Adds up to `count` bytes of buf from `p` to the pending frame; returns where they end. */
+  #take(buf: Buffer, p: number, count: number): number {
+    const end = Math.min(buf.length, p + count);
+    if (end > p) {
+      this.#pending.push(buf.subarray(p, end));
+      this.#pendingBytes += end - p;
+    }
+    return end;
   }
 
   /** Whether a partial frame is left (the stream ended inside one). */

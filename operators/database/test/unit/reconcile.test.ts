@@ -19,6 +19,7 @@ import {
   type PersistentVolumeClaim,
   PersistentVolumeClaims,
   type Pod,
+  type PodDisruptionBudget,
   PodDisruptionBudgets,
   Pods,
   RoleBindings,
@@ -627,6 +628,31 @@ describe('reconcileDatabase', () => {
     assert.equal(client.getStored(Services, { namespace: NS, name: `${NAME}-ro` }), undefined);
     assert.equal(client.getStored(StatefulSets, KEY)?.spec?.replicas, 1);
     assert.equal(db().status?.endpoints?.readOnly, undefined);
+  });
+
+  it('postgres: budgets written with maxUnavailable by an earlier version become minAvailable, maxUnavailable removed', async () => {
+    await client.create(Databases.resource, database({ engine: 'postgres', version: '15' }));
+    await reconcile();
+    // What an earlier version wrote: maxUnavailable over a subset of the StatefulSet's pods, which let a
+    // drain evict no Ready replica.
+    const primaryKey = { namespace: NS, name: `${NAME}-primary` };
+    for (const [key, maxUnavailable] of [
+      [KEY, 1],
+      [primaryKey, 0],
+    ] as const) {
+      const live = client.getStored(PodDisruptionBudgets, key) as PodDisruptionBudget;
+      const { minAvailable: _, ...spec } = live.spec ?? {};
+      client.setStored(PodDisruptionBudgets, { ...live, spec: { ...spec, maxUnavailable } });
+    }
+    await reconcile();
+    for (const [key, minAvailable] of [
+      [KEY, 1],
+      [primaryKey, 1],
+    ] as const) {
+      const spec = client.getStored(PodDisruptionBudgets, key)?.spec;
+      assert.equal(spec?.minAvailable, minAvailable, key.name);
+      assert.equal('maxUnavailable' in (spec ?? {}), false, `${key.name}: maxUnavailable removed`);
+    }
   });
 
   it('deletionPolicy Delete: a finalizer that deletes the StatefulSet and the claims, then goes', async () => {

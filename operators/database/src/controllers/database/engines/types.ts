@@ -158,8 +158,8 @@ export interface Engine {
   readonly tls?: boolean;
   /**
    * The engine fails over by itself (postgres): its pods start in parallel (a lost primary must not block
-   * replacing the others) and the primary has a PodDisruptionBudget of its own (maxUnavailable 0: it moves
-   * by switchover, never by eviction).
+   * replacing the others) and the primary has a PodDisruptionBudget of its own (minAvailable 1: it moves
+   * by switchover, never by eviction; desired/pdb.ts).
    */
   readonly failover?: boolean;
   /** Why spec.image cannot run spec.version (checked before the StatefulSet is written), if it cannot. */

@@ -22,8 +22,9 @@ import { engineFor } from '../engines/index.ts';
 import { withDefaults } from './defaults.ts';
 import { commonLabels, primarySelector, replicaSelector, selectorLabels } from './labels.ts';
 import { childNames } from './names.ts';
+import { REMOVED } from './removed.ts';
 
-/** One budget: either maxUnavailable or minAvailable (the other is removed from a live budget: null). */
+/** One budget: either maxUnavailable or minAvailable (the other is REMOVED from a live budget). */
 type Budget = { maxUnavailable: number } | { minAvailable: number };
 
 function pdb(
@@ -32,11 +33,10 @@ function pdb(
   budget: Budget,
   matchLabels: Record<string, string>,
 ): PodDisruptionBudget {
-  const removed = null as unknown as undefined;
   const limit =
     'minAvailable' in budget
-      ? { minAvailable: budget.minAvailable, maxUnavailable: removed }
-      : { maxUnavailable: budget.maxUnavailable, minAvailable: removed };
+      ? { minAvailable: budget.minAvailable, maxUnavailable: REMOVED }
+      : { maxUnavailable: budget.maxUnavailable, minAvailable: REMOVED };
   return {
     apiVersion: 'policy/v1',
     kind: 'PodDisruptionBudget',

@@ -19,6 +19,7 @@ import type { ResourceRequirements, SecurityContext } from '../engines/types.ts'
 import { withDefaults } from './defaults.ts';
 import { commonLabels, podTemplateLabels, selectorLabels } from './labels.ts';
 import { childNames, VOLUMES } from './names.ts';
+import { REMOVED } from './removed.ts';
 
 export interface StatefulSetOptions {
   /** configHash(configMap(db)): put on the pod template so a config change rolls the pods. */
@@ -121,7 +122,7 @@ export function statefulSet(db: Database | DefaultedDatabase, opts: StatefulSetO
       podManagementPolicy: engine.failover ? 'Parallel' : 'OrderedReady',
       // postgres: the operator rolls the pods (rollout.ts); null removes a rollingUpdate left from before.
       updateStrategy: engine.operatorRollout
-        ? { type: 'OnDelete', rollingUpdate: null as unknown as undefined }
+        ? { type: 'OnDelete', rollingUpdate: REMOVED }
         : { type: 'RollingUpdate', rollingUpdate: { partition: 0 } },
       persistentVolumeClaimRetentionPolicy: { whenScaled: 'Retain', whenDeleted: 'Retain' },
       selector: { matchLabels: selectorLabels(d) },

@@ -32,6 +32,8 @@ command -v nsenter >/dev/null || node_pkgs+=(util-linux)
 command -v ip >/dev/null || node_pkgs+=(iproute2)
 # Volumes of real nodes: loop-mounted XFS files (xfs_growfs grows them online without CAP_SYS_RESOURCE).
 command -v mkfs.xfs >/dev/null || node_pkgs+=(xfsprogs)
+# nm and readelf: the benchmark's binary-residency.ts (which of Node's pages are resident, by symbol).
+command -v nm >/dev/null && command -v readelf >/dev/null || node_pkgs+=(binutils)
 if [ ${#node_pkgs[@]} -gt 0 ]; then
   echo "installing what real nodes need: ${node_pkgs[*]} ..."
   apt-get update -qq

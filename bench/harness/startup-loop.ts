@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { start } from '@opkit/controlplane';
+import { readBinaryResidency } from './binary-residency.ts';
 import { inputs } from './desired.ts';
 import {
   buildGoPeer,
@@ -45,6 +46,8 @@ const { values } = parseArgs({
     'rss-by-mapping': { type: 'boolean', default: false },
     /** Node flags for every opkit entry instead of those of its image's ENTRYPOINT (experiments). */
     'opkit-node-flags': { type: 'string' },
+    /** Keep each started process this many seconds longer, its pid logged, to inspect it (gdb, /proc). */
+    hold: { type: 'string', default: '0' },
   },
 });
 const opkitNodeFlags =
@@ -129,6 +132,13 @@ try {
         log(
           `  resident by mapping (MiB): ${top.map(([m, b]) => `${m} ${(b / 2 ** 20).toFixed(1)}`).join(', ')}`,
         );
+        const binary = readBinaryResidency(op.proc.child.pid);
+        log(
+          `  the binary's resident pages (MiB): ${binary.groups
+            .slice(0, 10)
+            .map(([g, b]) => `${g} ${(b / 2 ** 20).toFixed(1)}`)
+            .join(', ')}`,
+        );
         // V8's heap as prom-client's default metrics see it: what of [anon] is V8's.
         const heap = impl.impl === 'opkit' ? await scrapeNodeHeap(op.metricsPort) : undefined;
         if (heap) {
@@ -138,6 +148,10 @@ try {
               `(${heap.spaces.map(([space, bytes]) => `${space} ${mib(bytes)}`).join(', ')}); external ${mib(heap.external)}`,
           );
         }
+      }
+      if (Number(values.hold) > 0) {
+        log(`  ${impl.label} is pid ${op.proc.child.pid}: held for ${values.hold} s`);
+        await new Promise((r) => setTimeout(r, Number(values.hold) * 1000));
       }
       await op.proc.stop();
       const { writes } = summarize(diffCounts(after, before));

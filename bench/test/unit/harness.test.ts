@@ -147,7 +147,7 @@ test("opkit runs with the Node flags of its image's ENTRYPOINT", () => {
     const malloc = Object.entries(deployedRunEnv())
       .filter(([key]) => key.startsWith('MALLOC_'))
       .map(([key, value]) => `${key}=${value}`);
-    assert.deepEqual(malloc, ['MALLOC_ARENA_MAX=1', 'MALLOC_MMAP_THRESHOLD_=32768']);
+    assert.deepEqual(malloc, ['MALLOC_ARENA_MAX=1']);
     assert.equal(start, [...malloc, 'node', ...deployedNodeFlags(), 'src/main.ts'].join(' '));
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { isAlive } from './pid.ts';
 
 /**
  * Ports for local components (etcd, kube-apiserver, controllers, test servers).
@@ -51,15 +52,6 @@ function defaultRange(): PortRange | undefined {
   const ephemeral = ephemeralPortRange();
   const max = Math.min(NODE_PORTS_START, ephemeral?.min ?? NODE_PORTS_START) - 1;
   return max - DEFAULT_MIN >= 1000 ? { min: DEFAULT_MIN, max } : undefined;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 function canListen(port: number): Promise<boolean> {
@@ -148,7 +140,7 @@ export class PortAllocator {
       } catch {
         return false; // Released meanwhile: another pick will do.
       }
-      if (owner === process.pid || (Number.isInteger(owner) && owner > 0 && alive(owner))) return false;
+      if (owner === process.pid || (Number.isInteger(owner) && owner > 0 && isAlive(owner))) return false;
       // Stale: its owner died without removing it. Replace it, then make sure no other reclaimer won.
       try {
         unlinkSync(file);

@@ -7,7 +7,8 @@ import type { Mode } from '../controlplane.ts';
 import { install } from '../install/install.ts';
 import { KubeClient } from '../kube-client.ts';
 import { prepareRealNodeHost } from '../node/host.ts';
-import { type ClusterState, clusterDir, isAlive, readState, statePath } from './state.ts';
+import { isAlive } from '../pid.ts';
+import { type ClusterState, clusterDir, readState, statePath } from './state.ts';
 
 export class ClusterCommandError extends Error {
   readonly hint: string;

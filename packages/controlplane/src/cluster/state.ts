@@ -26,17 +26,3 @@ export function readState(name: string): ClusterState | undefined {
   if (!existsSync(path)) return undefined;
   return JSON.parse(readFileSync(path, 'utf8')) as ClusterState;
 }
-
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  // A killed supervisor is re-parented; until its new parent reaps it, it is a zombie: dead.
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return true;
-  }
-}

@@ -1,14 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+import { isAlive } from '../pid.ts';
 
 /**
  * A cross-process lock: a directory created atomically with mkdir, holding the owner's pid.
@@ -33,7 +25,7 @@ export async function withLock<T>(
       } catch {
         // The owner is between mkdir and writing its pid; give it a moment.
       }
-      if (owner > 0 && !alive(owner)) {
+      if (owner > 0 && !isAlive(owner)) {
         rmSync(path, { recursive: true, force: true });
         continue;
       }

@@ -6,7 +6,7 @@
  */
 import { existsSync, readdirSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { isAlive } from '../cluster/state.ts';
+import { isAlive } from '../pid.ts';
 import { detachLoopsUnder } from '../storage/loop-volume.ts';
 import { cgroupRoot } from './configs.ts';
 import { deleteNetwork, type NetworkRecord, readRecords, removeRecord } from './network.ts';

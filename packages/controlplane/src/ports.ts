@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +37,8 @@ export interface PortAllocatorOptions {
 
 const NODE_PORTS_START = 30000;
 const DEFAULT_MIN = 20000;
+/** A reservation that still holds no pid after this long was left by a process killed while writing it. */
+const STALE_WITHOUT_PID_MS = 10_000;
 
 /** The kernel's ephemeral range, or undefined where it cannot be read (not Linux). */
 export function ephemeralPortRange(): PortRange | undefined {
@@ -135,12 +137,17 @@ export class PortAllocator {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       let owner: number;
+      let ageMs: number;
       try {
         owner = Number(readFileSync(file, 'utf8'));
+        ageMs = Date.now() - statSync(file).mtimeMs;
       } catch {
         return false; // Released meanwhile: another pick will do.
       }
-      if (owner === process.pid || (Number.isInteger(owner) && owner > 0 && isAlive(owner))) return false;
+      // No pid yet: its owner is between creating the file and writing to it, unless that was long ago.
+      const valid = Number.isInteger(owner) && owner > 0;
+      if (!valid && ageMs < STALE_WITHOUT_PID_MS) return false;
+      if (owner === process.pid || (valid && isAlive(owner))) return false;
       // Stale: its owner died without removing it. Replace it, then make sure no other reclaimer won.
       try {
         unlinkSync(file);

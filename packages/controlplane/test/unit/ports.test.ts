@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,6 +57,23 @@ test('a reservation held by a live process is skipped; a dead owner’s is recla
   } finally {
     server.close();
   }
+});
+
+test('a reservation without a pid yet is left alone, unless it is older than 10 s', async () => {
+  const dir = join(work, 'no-pid');
+  const range = smallRange(2);
+  const [fresh, old] = [range.min, range.min + 1];
+  const ports = new PortAllocator({ dir, range, attempts: 50 });
+  await ports.take().then((p) => ports.release(p)); // creates the directory
+  // Created, its pid not written yet: another process is reserving it right now.
+  writeFileSync(join(dir, String(fresh)), '');
+  // Left empty by a process killed between creating and writing it.
+  writeFileSync(join(dir, String(old)), '');
+  const longAgo = new Date(Date.now() - 60_000);
+  utimesSync(join(dir, String(old)), longAgo, longAgo);
+  assert.equal(await ports.take(), old);
+  await assert.rejects(ports.take(), /no free port/);
+  assert.equal(readFileSync(join(dir, String(fresh)), 'utf8'), '', 'left alone');
 });
 
 test('two processes taking ports at once never share one; their reservations go when they exit', async () => {

@@ -44,6 +44,18 @@ const GROUPS: [string, RegExp][] = [
   ['C++ runtime, libc glue', /^(std::|__|operator|_GLOBAL__)/],
 ];
 
+/** A binary's symbols and sections, read once per binary (nm on Node's takes a second or two). */
+const tables = new Map<string, { syms: Sym[]; secs: Sym[] }>();
+
+function tablesOf(binary: string): { syms: Sym[]; secs: Sym[] } {
+  let t = tables.get(binary);
+  if (!t) {
+    t = { syms: symbols(binary), secs: sections(binary) };
+    tables.set(binary, t);
+  }
+  return t;
+}
+
 function symbols(binary: string): Sym[] {
   const out = execFileSync('nm', ['-C', '-S', '--defined-only', binary], {
     encoding: 'utf8',
@@ -98,13 +110,13 @@ export interface BinaryResidency {
 }
 
 /**
- * Resident pages of the process's executable by group and by symbol. A page shared by two symbols counts
- * for the one that covers its first byte touched by a symbol: the figures are page-grained.
+ * Resident pages of the process's executable by group and by symbol. A page counts for the symbol
+ * covering its last byte, else its first (a page only small symbols cover counts as "no symbol"): the
+ * figures are page-grained.
  */
 export function readBinaryResidency(pid: number): BinaryResidency {
   const binary = readlinkSync(`/proc/${pid}/exe`);
-  const syms = symbols(binary);
-  const secs = sections(binary);
+  const { syms, secs } = tablesOf(binary);
   const pagemap = openSync(`/proc/${pid}/pagemap`, 'r');
   const byGroup = new Map<string, number>();
   const bySymbol = new Map<string, number>();
@@ -122,7 +134,7 @@ export function readBinaryResidency(pid: number): BinaryResidency {
         if ((entries.readBigUInt64LE(i * 8) & (1n << 63n)) === 0n) continue;
         residentBytes += PAGE;
         const addr = from + i * PAGE;
-        // The symbols that start within the page: the page counts for the first; else the one covering it.
+        // The symbol covering the page's last byte, else the one covering its first.
         const sym = covering(syms, addr + PAGE - 1) ?? covering(syms, addr);
         const named = sym !== undefined && sym.end > addr;
         const name = named

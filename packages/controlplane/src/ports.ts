@@ -85,7 +85,7 @@ export class PortAllocator {
   readonly range: PortRange | undefined;
   readonly #attempts: number;
   readonly #held = new Set<number>();
-  #cleanupRegistered = false;
+  #prepared = false;
 
   constructor(opts: PortAllocatorOptions = {}) {
     this.dir = opts.dir ?? join(tmpdir(), 'opkit-ports');
@@ -93,16 +93,11 @@ export class PortAllocator {
     this.#attempts = opts.attempts ?? 200;
   }
 
-  /** Ports this process holds. */
-  get held(): ReadonlySet<number> {
-    return this.#held;
-  }
-
   /** A port on 127.0.0.1 that no other opkit process holds and nothing listens on; held until exit. */
   async take(): Promise<number> {
     const range = this.range;
     if (!range) return kernelPort();
-    mkdirSync(this.dir, { recursive: true });
+    this.#prepare();
     for (let i = 0; i < this.#attempts; i++) {
       const port = range.min + Math.floor(Math.random() * (range.max - range.min + 1));
       if (!this.#reserve(port)) continue;
@@ -152,19 +147,20 @@ export class PortAllocator {
       try {
         unlinkSync(file);
         writeFileSync(file, mine, { flag: 'wx' });
+        if (readFileSync(file, 'utf8') !== mine) return false;
       } catch {
         return false;
       }
     }
-    if (readFileSync(file, 'utf8') !== mine) return false;
     this.#held.add(port);
-    this.#registerCleanup();
     return true;
   }
 
-  #registerCleanup(): void {
-    if (this.#cleanupRegistered) return;
-    this.#cleanupRegistered = true;
+  /** Once per allocator: the reservations' directory, and their removal when this process exits. */
+  #prepare(): void {
+    if (this.#prepared) return;
+    this.#prepared = true;
+    mkdirSync(this.dir, { recursive: true });
     process.once('exit', () => {
       for (const port of [...this.#held]) this.release(port);
     });

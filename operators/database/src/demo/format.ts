@@ -4,6 +4,7 @@
  */
 import type { Pod } from '@opkit/runtime';
 import type { Database } from '../api/v1/database.ts';
+import { compareStrings } from '../controllers/database/order.ts';
 
 /** Rows padded into columns, like kubectl's tables. */
 export function table(rows: string[][]): string {
@@ -70,7 +71,7 @@ export function podState(pod: Pod): string {
 export function podProgress(pods: Pod[]): string {
   if (!pods.length) return 'no pods yet';
   return [...pods]
-    .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))
+    .sort((a, b) => compareStrings(a.metadata.name ?? '', b.metadata.name ?? ''))
     .map((p) => `${p.metadata.name} ${podState(p)}`)
     .join(', ');
 }

@@ -13,6 +13,7 @@ import {
   ROLE_PRIMARY,
 } from '../api/v1/database.ts';
 import { childNames, SECRET_KEYS } from '../controllers/database/desired/names.ts';
+import { compareStrings } from '../controllers/database/order.ts';
 import { type InstanceRow, parseReplication, parseRowCheck, type RowCheck } from './format.ts';
 
 export const PG_DEMO_NAME = 'demo-pg';
@@ -126,7 +127,7 @@ export async function databasePods(client: Client, namespace: string, name: stri
     namespace,
     labelSelector: `${LABEL_INSTANCE}=${name},${LABEL_MANAGED_BY}`,
   });
-  return list.items.sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+  return list.items.sort((a, b) => compareStrings(a.metadata.name ?? '', b.metadata.name ?? ''));
 }
 
 /**

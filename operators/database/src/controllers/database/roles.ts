@@ -7,6 +7,7 @@
  */
 import { type Client, type Pod, Pods } from '@opkit/runtime';
 import { ROLE_LABEL, ROLE_PRIMARY, ROLE_REPLICA, type Role } from '../../api/v1/database.ts';
+import { compareStrings } from './order.ts';
 import { newerResourceVersion } from './resource-version.ts';
 
 export type { Role };
@@ -53,7 +54,7 @@ export function roleChanges(
     if (primary === null && (from === ROLE_PRIMARY || from === undefined)) to = 'none';
     if ((from ?? 'none') !== to) changes.push({ pod: pod.metadata.name ?? '', from, to });
   }
-  return changes.sort((a, b) => a.pod.localeCompare(b.pod));
+  return changes.sort((a, b) => compareStrings(a.pod, b.pod));
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   ROLE_REPLICA,
   type Role,
 } from '../../../api/v1/database.ts';
+import { compareStrings } from '../order.ts';
 import { initialPrimaryPod } from './names.ts';
 
 type AnyDatabase = Database | DefaultedDatabase;
@@ -45,7 +46,7 @@ export function podTemplateLabels(db: AnyDatabase): Record<string, string> {
 /** The pods' label selector as a string (`k=v,k=v`), for status.selector (scale subresource, HPA). */
 export function selectorString(db: AnyDatabase): string {
   return Object.entries(selectorLabels(db))
-    .sort(([a], [b]) => a.localeCompare(b))
+    .sort(([a], [b]) => compareStrings(a, b))
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
 }

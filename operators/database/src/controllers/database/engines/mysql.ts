@@ -30,6 +30,7 @@ import {
   VOLUMES,
 } from '../desired/names.ts';
 import { MiB, parseQuantity } from '../desired/quantity.ts';
+import { compareStrings } from '../order.ts';
 import {
   execProbe,
   fieldEnv,
@@ -115,7 +116,7 @@ export function mysqlUserSettings(db: DefaultedDatabase, reserved: readonly stri
   const managed = new Set(reserved.map(normalize));
   return Object.entries(db.spec.parameters ?? {})
     .filter(([k, v]) => PARAMETER_NAME.test(k) && !/[\r\n]/.test(v) && !managed.has(normalize(k)))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    .sort(([a], [b]) => compareStrings(a, b));
 }
 
 /**

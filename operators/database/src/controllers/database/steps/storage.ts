@@ -9,6 +9,7 @@ import {
 } from '@opkit/runtime';
 import { statefulSet } from '../desired/index.ts';
 import { selectorString } from '../desired/labels.ts';
+import { compareStrings } from '../order.ts';
 import type { Run } from '../run.ts';
 import { claimsOf, expandClaims } from '../storage.ts';
 
@@ -39,7 +40,7 @@ export async function existingDataClaims(run: Run): Promise<PersistentVolumeClai
   }
   return [...found.values()]
     .filter((c) => !isBeingDeleted(c))
-    .sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+    .sort((a, b) => compareStrings(a.metadata.name ?? '', b.metadata.name ?? ''));
 }
 
 /** Patches the claims to spec.storage; `recreate`: then recreate the StatefulSet (orphan deletion). */

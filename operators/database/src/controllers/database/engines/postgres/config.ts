@@ -4,6 +4,7 @@
  */
 import { type DefaultedDatabase, RESERVED_PARAMETERS } from '../../../../api/v1/database.ts';
 import { MiB, parseQuantity } from '../../desired/quantity.ts';
+import { compareStrings } from '../../order.ts';
 import { synchronousStandbyNames } from './failover.ts';
 import {
   POD_PATHS,
@@ -75,7 +76,7 @@ export function userSettings(db: DefaultedDatabase, reserved: readonly string[])
   const managed = new Set(reserved.map((r) => r.toLowerCase()));
   return Object.entries(db.spec.parameters ?? {})
     .filter(([k, v]) => PARAMETER_NAME.test(k) && !/[\r\n]/.test(v) && !managed.has(k.toLowerCase()))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    .sort(([a], [b]) => compareStrings(a, b));
 }
 
 /**

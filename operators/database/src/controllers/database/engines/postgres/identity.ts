@@ -10,6 +10,7 @@
  */
 import type { Pod } from '@opkit/runtime';
 import { initialPrimaryPod } from '../../desired/names.ts';
+import { compareStrings } from '../../order.ts';
 import type { ClusterObservation, ClusterStatus, InstanceProblem, InstanceStart } from '../types.ts';
 import { INSTANCE_RESULTS } from './instance.ts';
 import { primaryWithoutTls } from './primary-tls.ts';
@@ -24,7 +25,7 @@ export function observePostgres(
   const reports = pods
     .filter((p) => !p.metadata.deletionTimestamp)
     .map((p) => ({ pod: p.metadata.name ?? '', report: podReport(p) }))
-    .sort((a, b) => a.pod.localeCompare(b.pod));
+    .sort((a, b) => compareStrings(a.pod, b.pod));
   const own = reports.find((r) => r.pod === primary)?.report;
   let systemIdentifier = prev?.systemIdentifier;
   if (

@@ -3,6 +3,7 @@
  * added; present keys are never regenerated or overwritten.
  */
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
 import type { Secret } from '@opkit/runtime';
 import {
@@ -13,6 +14,7 @@ import {
   PASSWORD_ALPHABET,
   SECRET_KEYS,
 } from '../../src/controllers/database/desired/index.ts';
+import { scramVerifier } from '../../src/controllers/database/engines/postgres/scram.ts';
 import { counterRandom, database, decoded, PASSWORD_KEYS } from './fixtures.ts';
 
 describe('credentialsSecret', () => {
@@ -107,6 +109,28 @@ describe('credentialsSecret', () => {
     assert.equal(patch.metadata.ownerReferences, undefined);
     assert.equal(decoded(patch)[SECRET_KEYS.appPassword]?.length, 32);
     assert.notEqual(decoded(patch)[SECRET_KEYS.appPassword], decoded(first)[SECRET_KEYS.appPassword]);
+  });
+
+  test("postgres: a stored verifier with its password's salt is kept, not computed again to compare", () => {
+    const first = credentialsSecret(database('postgres'));
+    const user = decoded(first)[SECRET_KEYS.replicationUsername] ?? '';
+    // A password this process never derived a verifier for (as after a restart), and its verifier with
+    // another server key under the right salt: a check that computed it again would write it back.
+    const password = 'set-before-a-restart';
+    const salt = createHmac('sha256', password).update(`opkit\0db-uid-1\0${user}`).digest().subarray(0, 16);
+    const right = scramVerifier(password, salt);
+    const altered = right.replace(/:[A-Za-z0-9+/]{43}=$/, `:${'A'.repeat(43)}=`);
+    assert.notEqual(altered, right);
+    const b64 = (x: string) => Buffer.from(x).toString('base64');
+    const existing: Secret = {
+      ...first,
+      data: {
+        ...first.data,
+        [SECRET_KEYS.replicationPassword]: b64(password),
+        [DERIVED_SECRET_KEYS.replicationPasswordScram]: b64(altered),
+      },
+    };
+    assert.equal(credentialsSecret(database('postgres'), existing), undefined);
   });
 
   test('postgres: the SCRAM verifiers follow the passwords, and only change when a password does', () => {

@@ -14,7 +14,7 @@ import { engineFor } from '../engines/index.ts';
 import { withDefaults } from './defaults.ts';
 import { endpoints } from './endpoints.ts';
 import { commonLabels } from './labels.ts';
-import { childNames, PASSWORD_KEYS, SECRET_KEYS, type SecretKey } from './names.ts';
+import { childNames, DERIVED_SECRET_KEYS, PASSWORD_KEYS, SECRET_KEYS, type SecretKey } from './names.ts';
 
 /** Where random bytes come from: node:crypto by default, a fixed source in tests. */
 export interface RandomSource {
@@ -109,7 +109,12 @@ export function credentialsSecret(
     data[key] = b64(plain[key]);
   }
   // Derived keys (postgres: SCRAM verifiers) follow the values they derive from.
-  const derived = engineFor(d.spec.engine).derivedSecretData?.(d, plain) ?? {};
+  const stored: Record<string, string> = {};
+  if (existing) {
+    for (const key of Object.values(DERIVED_SECRET_KEYS))
+      if (has(existing, key)) stored[key] = decode(existing, key);
+  }
+  const derived = engineFor(d.spec.engine).derivedSecretData?.(d, plain, stored) ?? {};
   for (const [key, value] of Object.entries(derived)) {
     if (!existing || !has(existing, key) || decode(existing, key) !== value) data[key] = b64(value);
   }

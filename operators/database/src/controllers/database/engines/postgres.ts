@@ -300,6 +300,7 @@ function postgresPod(db: DefaultedDatabase, ctx: PodContext): EnginePod {
 export function postgresVerifiers(
   db: DefaultedDatabase,
   plain: Readonly<Record<string, string>>,
+  stored: Readonly<Record<string, string>> = {},
 ): Record<string, string> {
   const id = db.metadata.uid ?? `${db.metadata.namespace ?? ''}/${db.metadata.name ?? ''}`;
   const out: Record<string, string> = {};
@@ -314,7 +315,7 @@ export function postgresVerifiers(
   for (const [key, user, password] of pairs) {
     const u = plain[user];
     const p = plain[password];
-    if (u && p) out[key] = roleVerifier(p, id, u);
+    if (u && p) out[key] = roleVerifier(p, id, u, stored[key]);
   }
   return out;
 }

@@ -148,9 +148,14 @@ export interface Engine {
   observe?(db: DefaultedDatabase, prev: ClusterStatus | undefined, pods: readonly Pod[]): ClusterObservation;
   /**
    * Secret keys derived from the plain values (DERIVED_SECRET_KEYS), kept in step with them by the
-   * operator: postgres' SCRAM verifiers.
+   * operator: postgres' SCRAM verifiers. `stored`: the derived keys the Secret holds now (an engine
+   * may keep a value it can tell is still derived from the same plain values).
    */
-  derivedSecretData?(db: DefaultedDatabase, plain: Readonly<Record<string, string>>): Record<string, string>;
+  derivedSecretData?(
+    db: DefaultedDatabase,
+    plain: Readonly<Record<string, string>>,
+    stored?: Readonly<Record<string, string>>,
+  ): Record<string, string>;
   /**
    * TLS by default (postgres): the operator keeps a CA (`<name>-ca`), a server certificate
    * (`<name>-server`) the pods mount, and the application's connection Secret (`<name>-app`).

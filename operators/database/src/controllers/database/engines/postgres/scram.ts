@@ -29,8 +29,10 @@ export function scramVerifier(password: string, salt: Buffer, iterations = SCRAM
 const computed = new Map<string, string>();
 const COMPUTED_LIMIT = 16_384;
 
-/** A verifier in the operator's format: its salt (base64), or undefined. */
-const STORED = /^SCRAM-SHA-256\$4096:([A-Za-z0-9+/]{22}==)\$[A-Za-z0-9+/]{43}=:[A-Za-z0-9+/]{43}=$/;
+/** A verifier as the operator writes it (its iterations, a 16-byte salt, two SHA-256 keys); group 1: the salt. */
+const STORED = new RegExp(
+  `^SCRAM-SHA-256\\$${SCRAM_ITERATIONS}:([A-Za-z0-9+/]{22}==)\\$[A-Za-z0-9+/]{43}=:[A-Za-z0-9+/]{43}=$`,
+);
 
 /**
  * The verifier the operator stores for a role of a Database (deterministic, see above).

@@ -174,18 +174,30 @@ function password(t: Template): string {
 }
 
 /** SCRAM-SHA-256 in PostgreSQL's pg_authid format, salt derived as opkit's roleVerifier (scram.ts) does. */
-// Verifiers already computed, by iterations and salt (bounded, the oldest first out), as opkit's scram.ts.
+// Verifiers already computed, by iterations and salt (bounded, the oldest first out), and a stored one
+// with this password's salt kept as it is, as opkit's scram.ts.
 const verifiers = new Map<string, string>();
-function roleVerifier(password: string, databaseId: string, role: string, iterations: number): string {
+function roleVerifier(
+  password: string,
+  databaseId: string,
+  role: string,
+  iterations: number,
+  stored: string,
+): string {
   const salt = createHmac('sha256', password)
     .update(`opkit\0${databaseId}\0${role}`)
     .digest()
     .subarray(0, 16);
-  const key = `${iterations}:${salt.toString('base64')}`;
+  const saltText = salt.toString('base64');
+  const key = `${iterations}:${saltText}`;
   const known = verifiers.get(key);
   if (known !== undefined) return known;
   if (verifiers.size >= 16_384) verifiers.delete(verifiers.keys().next().value as string);
-  const verifier = computeVerifier(password, salt, iterations);
+  const stays =
+    new RegExp(
+      `^SCRAM-SHA-256\\$${iterations}:([A-Za-z0-9+/]{22}==)\\$[A-Za-z0-9+/]{43}=:[A-Za-z0-9+/]{43}=$`,
+    ).exec(stored)?.[1] === saltText;
+  const verifier = stays ? stored : computeVerifier(password, salt, iterations);
   verifiers.set(key, verifier);
   return verifier;
 }
@@ -207,7 +219,7 @@ function derivedData(t: Template, uid: string, data: Record<string, string>): Re
     const user = plain(d.usernameKey);
     const pass = plain(d.passwordKey);
     if (!user || !pass) continue;
-    const v = Buffer.from(roleVerifier(pass, uid, user, t.scramIterations)).toString('base64');
+    const v = Buffer.from(roleVerifier(pass, uid, user, t.scramIterations, plain(d.key))).toString('base64');
     if (data[d.key] !== v) out[d.key] = v;
   }
   return out;

@@ -249,9 +249,10 @@ func scramVerifier(password string, salt []byte, iterations int) string {
 
 // roleVerifier: the salt derived from the Database's uid and the role, keyed by the password (opkit's
 // roleVerifier), so the same password gives the same verifier on every reconcile.
-// Verifiers already computed are remembered by their salt (bounded, the oldest first out), as opkit's
-// scram.ts does, so that both check a Secret's verifiers with the same work.
-func roleVerifier(password, databaseID, role string, iterations int) string {
+// Verifiers already computed are remembered by their salt (bounded, the oldest first out), and a stored
+// verifier with this password's salt is kept as it is, as opkit's scram.ts does, so that both check a
+// Secret's verifiers with the same work (also after a restart).
+func roleVerifier(password, databaseID, role string, iterations int, stored string) string {
 	h := hmac.New(sha256.New, []byte(password))
 	h.Write([]byte("opkit\x00" + databaseID + "\x00" + role))
 	salt := h.Sum(nil)[:16]
@@ -262,7 +263,11 @@ func roleVerifier(password, databaseID, role string, iterations int) string {
 	if ok {
 		return v
 	}
-	v = scramVerifier(password, salt, iterations)
+	if storedMatches(stored, salt, iterations) {
+		v = stored
+	} else {
+		v = scramVerifier(password, salt, iterations)
+	}
 	verifiersMu.Lock()
 	defer verifiersMu.Unlock()
 	if _, ok := verifiers[key]; !ok {
@@ -274,6 +279,24 @@ func roleVerifier(password, databaseID, role string, iterations int) string {
 		verifierOrder = append(verifierOrder, key)
 	}
 	return v
+}
+
+// storedMatches: whether v is a verifier as written (these iterations, this salt, two SHA-256 keys).
+func storedMatches(v string, salt []byte, iterations int) bool {
+	prefix := fmt.Sprintf("SCRAM-SHA-256$%d:%s$", iterations, base64.StdEncoding.EncodeToString(salt))
+	if !strings.HasPrefix(v, prefix) {
+		return false
+	}
+	keys := strings.Split(v[len(prefix):], ":")
+	if len(keys) != 2 {
+		return false
+	}
+	for _, k := range keys {
+		if b, err := base64.StdEncoding.DecodeString(k); err != nil || len(b) != 32 {
+			return false
+		}
+	}
+	return true
 }
 
 const verifiersLimit = 16384
@@ -289,7 +312,7 @@ func (d *desired) derive(data map[string][]byte) {
 	for _, k := range d.tpl.DerivedKeys {
 		u, p := string(data[k.UsernameKey]), string(data[k.PasswordKey])
 		if u != "" && p != "" {
-			data[k.Key] = []byte(roleVerifier(p, string(d.db.UID), u, d.tpl.ScramIterations))
+			data[k.Key] = []byte(roleVerifier(p, string(d.db.UID), u, d.tpl.ScramIterations, string(data[k.Key])))
 		}
 	}
 }

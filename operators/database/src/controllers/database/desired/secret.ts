@@ -108,15 +108,15 @@ export function credentialsSecret(
     plain[key] = value();
     data[key] = b64(plain[key]);
   }
-  // Derived keys (postgres: SCRAM verifiers) follow the values they derive from.
+  // Derived keys (postgres: SCRAM verifiers) follow the values they derive from; `stored`: those the
+  // Secret holds, decoded once, for the engine and for the comparison.
   const stored: Record<string, string> = {};
-  if (existing) {
-    for (const key of Object.values(DERIVED_SECRET_KEYS))
-      if (has(existing, key)) stored[key] = decode(existing, key);
+  for (const key of Object.values(DERIVED_SECRET_KEYS)) {
+    if (existing && has(existing, key)) stored[key] = decode(existing, key);
   }
   const derived = engineFor(d.spec.engine).derivedSecretData?.(d, plain, stored) ?? {};
   for (const [key, value] of Object.entries(derived)) {
-    if (!existing || !has(existing, key) || decode(existing, key) !== value) data[key] = b64(value);
+    if (stored[key] !== value) data[key] = b64(value);
   }
   if (existing) {
     if (Object.keys(data).length === 0) return undefined;
